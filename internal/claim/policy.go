@@ -1,0 +1,101 @@
+package claim
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Policy is what coverage is computed from: a limit and a deductible in the
+// policy's currency, and the claim categories it excludes.
+type Policy struct {
+	ID                 string   `json:"policy_id"`
+	Currency           string   `json:"currency"`
+	LimitMinor         int64    `json:"limit_minor"`
+	DeductibleMinor    int64    `json:"deductible_minor"`
+	ExcludedCategories []string `json:"excluded_categories,omitempty"`
+}
+
+// policyFile is the policy book's file form, amounts as decimal strings.
+type policyFile struct {
+	Policies []struct {
+		ID                 string   `json:"policy_id"`
+		Currency           string   `json:"currency"`
+		Limit              string   `json:"limit"`
+		Deductible         string   `json:"deductible"`
+		ExcludedCategories []string `json:"excluded_categories"`
+	} `json:"policies"`
+}
+
+// ParsePolicies reads a policy book: {"policies":[{"policy_id":…,"currency":"usd","limit":"10000.00","deductible":"250.00"}]}.
+func ParsePolicies(data []byte) (map[string]Policy, error) {
+	var f policyFile
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("policies: %w", err)
+	}
+	out := make(map[string]Policy, len(f.Policies))
+	for i, p := range f.Policies {
+		cur := strings.ToLower(p.Currency)
+		limit, err := ParseAmount(p.Limit, cur)
+		if err != nil {
+			return nil, fmt.Errorf("policies[%d] (%s).limit: %w", i, p.ID, err)
+		}
+		deductible, err := parseMinor(p.Deductible, cur)
+		if err != nil {
+			return nil, fmt.Errorf("policies[%d] (%s).deductible: %w", i, p.ID, err)
+		}
+		if p.ID == "" || !idPattern.MatchString(p.ID) {
+			return nil, fmt.Errorf("policies[%d].policy_id %q is not a valid ID", i, p.ID)
+		}
+		if _, dup := out[p.ID]; dup {
+			return nil, fmt.Errorf("policies[%d]: policy %s is listed twice", i, p.ID)
+		}
+		out[p.ID] = Policy{ID: p.ID, Currency: cur, LimitMinor: limit, DeductibleMinor: deductible, ExcludedCategories: p.ExcludedCategories}
+	}
+	return out, nil
+}
+
+// Coverage is step 3's answer: how much of a claim the policy covers, and why.
+type Coverage struct {
+	PolicyID        string `json:"policy_id"`
+	Covered         bool   `json:"covered"`
+	Reason          string `json:"reason"`
+	Currency        string `json:"currency"`
+	ClaimedMinor    int64  `json:"claimed_minor"`
+	DeductibleMinor int64  `json:"deductible_minor"`
+	LimitMinor      int64  `json:"limit_minor"`
+	CoveredMinor    int64  `json:"covered_minor"`
+}
+
+// Cover computes coverage. It is pure arithmetic, so the workflow runs it
+// inline (no activity, no history event) and recomputes it on replay.
+func Cover(p *Policy, c Claim, category string) Coverage {
+	cov := Coverage{PolicyID: c.PolicyID, Currency: c.Currency, ClaimedMinor: c.AmountMinor}
+	switch {
+	case p == nil:
+		cov.Reason = "no such policy"
+		return cov
+	case p.Currency != c.Currency:
+		cov.Reason = fmt.Sprintf("policy pays in %s, claim is in %s", strings.ToUpper(p.Currency), strings.ToUpper(c.Currency))
+		return cov
+	case slices.Contains(p.ExcludedCategories, category):
+		cov.Reason = fmt.Sprintf("category %q is excluded by the policy", category)
+		return cov
+	}
+	cov.DeductibleMinor, cov.LimitMinor = p.DeductibleMinor, p.LimitMinor
+	cov.CoveredMinor = min(max(c.AmountMinor-p.DeductibleMinor, 0), p.LimitMinor)
+	switch {
+	case cov.CoveredMinor == 0:
+		cov.Reason = "claimed amount does not exceed the deductible"
+	case cov.CoveredMinor < c.AmountMinor:
+		cov.Covered = true
+		cov.Reason = fmt.Sprintf("covered after deductible %s and limit %s", FormatAmount(p.DeductibleMinor, c.Currency), FormatAmount(p.LimitMinor, c.Currency))
+	default:
+		cov.Covered = true
+		cov.Reason = "covered in full"
+	}
+	return cov
+}

@@ -1,0 +1,376 @@
+// Package store is the claims system of record: claims with their status and
+// version, the notification outbox, the audit ledger and the model-usage
+// ledger, in one SQLite file (pure Go driver, no cgo) that the worker, the
+// starter and claimsctl share.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a key or ID was reused for different content: a bug
+	// in the caller, never something a retry fixes.
+	ErrConflict = errors.New("conflict")
+)
+
+// Claim statuses in the system of record.
+const (
+	StatusOpen      = "open"
+	StatusWithdrawn = "withdrawn"
+)
+
+// Store is safe for concurrent use, and for several processes on one file.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS claims (
+	id           TEXT PRIMARY KEY,
+	body         TEXT NOT NULL,
+	status       TEXT NOT NULL,
+	version      INTEGER NOT NULL,
+	created_at   TEXT NOT NULL,
+	updated_at   TEXT NOT NULL,
+	closed_key   TEXT,
+	transfer_id  TEXT,
+	payout_minor INTEGER
+);
+CREATE TABLE IF NOT EXISTS outbox (
+	key        TEXT PRIMARY KEY,
+	claim_id   TEXT NOT NULL,
+	recipient  TEXT NOT NULL,
+	subject    TEXT NOT NULL,
+	message_id TEXT NOT NULL,
+	status     TEXT NOT NULL,
+	attempts   INTEGER NOT NULL,
+	created_at TEXT NOT NULL,
+	sent_at    TEXT
+);
+CREATE TABLE IF NOT EXISTS audit (
+	key        TEXT PRIMARY KEY,
+	claim_id   TEXT NOT NULL,
+	record     TEXT NOT NULL,
+	sha256     TEXT NOT NULL,
+	written_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS model_calls (
+	id            INTEGER PRIMARY KEY AUTOINCREMENT,
+	claim_id      TEXT NOT NULL,
+	key           TEXT NOT NULL,
+	provider      TEXT NOT NULL,
+	attempt       INTEGER NOT NULL,
+	tokens_in     INTEGER NOT NULL,
+	tokens_out    INTEGER NOT NULL,
+	output_sha256 TEXT NOT NULL,
+	at            TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS model_calls_claim ON model_calls(claim_id);
+`
+
+// Open opens (creating if needed) the store at path.
+func Open(path string) (*Store, error) {
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	// WAL lets readers in other processes proceed during a write; busy_timeout
+	// makes writers from several processes queue instead of failing, and
+	// immediate transactions take the write lock up front so two writers never
+	// deadlock upgrading a read lock.
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: schema in %s: %w", path, err)
+	}
+	return &Store{db: db, now: time.Now}, nil
+}
+
+// Close releases the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) stamp() string { return s.now().UTC().Format(time.RFC3339Nano) }
+
+// Record is a claim as the system of record holds it.
+type Record struct {
+	Claim      claim.Claim `json:"claim"`
+	Status     string      `json:"status"`
+	Version    int64       `json:"version"`
+	ClosedKey  string      `json:"closed_key,omitempty"`
+	TransferID string      `json:"transfer_id,omitempty"`
+}
+
+// PutClaim registers a claim. Registering the same claim again is a no-op
+// that returns the stored record; different content under the same ID is
+// ErrConflict (amending a claim is a deliberate, versioned change).
+func (s *Store) PutClaim(ctx context.Context, c claim.Claim) (Record, bool, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return Record{}, false, err
+	}
+	now := s.stamp()
+	res, err := s.db.ExecContext(ctx, `INSERT INTO claims (id, body, status, version, created_at, updated_at)
+		VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(id) DO NOTHING`, c.ID, string(body), StatusOpen, now, now)
+	if err != nil {
+		return Record{}, false, fmt.Errorf("store: put claim %s: %w", c.ID, err)
+	}
+	created, _ := res.RowsAffected()
+	rec, err := s.GetClaim(ctx, c.ID)
+	if err != nil {
+		return Record{}, false, err
+	}
+	if created == 0 {
+		stored, _ := json.Marshal(rec.Claim)
+		if string(stored) != string(body) {
+			return rec, false, fmt.Errorf("store: claim %s is already registered with different content: %w", c.ID, ErrConflict)
+		}
+	}
+	return rec, created == 1, nil
+}
+
+// GetClaim reads one claim; ErrNotFound if it was never registered.
+func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
+	var rec Record
+	var body string
+	var closedKey, transferID sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT body, status, version, closed_key, transfer_id FROM claims WHERE id = ?`, id).
+		Scan(&body, &rec.Status, &rec.Version, &closedKey, &transferID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("store: get claim %s: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(body), &rec.Claim); err != nil {
+		return Record{}, fmt.Errorf("store: claim %s body: %w", id, err)
+	}
+	rec.ClosedKey, rec.TransferID = closedKey.String, transferID.String
+	return rec, nil
+}
+
+// CloseClaim records the claim's final outcome under key, once. A repeat with
+// the same key reports replayed; a different key for an already closed claim
+// is ErrConflict.
+func (s *Store) CloseClaim(ctx context.Context, id string, key claim.IdempotencyKey, outcome, transferID string, payoutMinor int64) (replayed bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("store: close %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	var closedKey sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT closed_key FROM claims WHERE id = ?`, id).Scan(&closedKey)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("store: close claim %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: close claim %s: %w", id, err)
+	}
+	switch closedKey.String {
+	case string(key):
+		return true, nil
+	case "":
+	default:
+		return false, fmt.Errorf("store: claim %s was closed under %s, not %s: %w", id, closedKey.String, key, ErrConflict)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE claims SET status = ?, closed_key = ?, transfer_id = ?, payout_minor = ?,
+		version = version + 1, updated_at = ? WHERE id = ?`, outcome, string(key), nullIfEmpty(transferID), payoutMinor, s.stamp(), id); err != nil {
+		return false, fmt.Errorf("store: close claim %s: %w", id, err)
+	}
+	return false, tx.Commit()
+}
+
+// SetStatus changes a claim's status (a withdrawal, say), bumping its version.
+func (s *Store) SetStatus(ctx context.Context, id, status string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE claims SET status = ?, version = version + 1, updated_at = ? WHERE id = ?`, status, s.stamp(), id)
+	if err != nil {
+		return fmt.Errorf("store: set status of %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+func nullIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// Message is one claimant notification in the outbox.
+type Message struct {
+	Key       claim.IdempotencyKey
+	ClaimID   string
+	Recipient string
+	Subject   string
+	MessageID string
+	Status    string // "sending" until the mailer accepted it, then "sent"
+	Attempts  int
+}
+
+// Outbox statuses.
+const (
+	OutboxSending = "sending"
+	OutboxSent    = "sent"
+)
+
+// ReserveMessage is the "check" of check-then-act: it returns the message
+// already recorded under m.Key, or records m as sending. Either way the caller
+// learns whether the message was already sent.
+func (s *Store) ReserveMessage(ctx context.Context, m Message) (Message, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Message{}, fmt.Errorf("store: outbox: %w", err)
+	}
+	defer tx.Rollback()
+	var got Message
+	err = tx.QueryRowContext(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox WHERE key = ?`, string(m.Key)).
+		Scan(&got.Key, &got.ClaimID, &got.Recipient, &got.Subject, &got.MessageID, &got.Status, &got.Attempts)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		got = m
+		got.Status, got.Attempts = OutboxSending, 1
+		_, err = tx.ExecContext(ctx, `INSERT INTO outbox (key, claim_id, recipient, subject, message_id, status, attempts, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, 1, ?)`, string(m.Key), m.ClaimID, m.Recipient, m.Subject, m.MessageID, OutboxSending, s.stamp())
+	case err == nil:
+		if got.Recipient != m.Recipient || got.Subject != m.Subject {
+			return got, fmt.Errorf("store: outbox key %s was used for another message: %w", m.Key, ErrConflict)
+		}
+		if got.Status != OutboxSent {
+			got.Attempts++
+			_, err = tx.ExecContext(ctx, `UPDATE outbox SET attempts = ? WHERE key = ?`, got.Attempts, string(m.Key))
+		}
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("store: outbox %s: %w", m.Key, err)
+	}
+	return got, tx.Commit()
+}
+
+// MarkSent is the "record" of check-then-act, after the mailer accepted it.
+func (s *Store) MarkSent(ctx context.Context, key claim.IdempotencyKey) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = ?, sent_at = ? WHERE key = ?`, OutboxSent, s.stamp(), string(key))
+	if err != nil {
+		return fmt.Errorf("store: outbox %s: %w", key, err)
+	}
+	return nil
+}
+
+// Messages lists a claim's outbox, oldest first.
+func (s *Store) Messages(ctx context.Context, claimID string) ([]Message, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox
+		WHERE claim_id = ? ORDER BY created_at, key`, claimID)
+	if err != nil {
+		return nil, fmt.Errorf("store: messages of %s: %w", claimID, err)
+	}
+	defer rows.Close()
+	var out []Message
+	for rows.Next() {
+		var m Message
+		if err := rows.Scan(&m.Key, &m.ClaimID, &m.Recipient, &m.Subject, &m.MessageID, &m.Status, &m.Attempts); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// WriteAudit stores a claim's audit record under key, once. The same record
+// again is a replay; a different record under the same key is ErrConflict.
+func (s *Store) WriteAudit(ctx context.Context, key claim.IdempotencyKey, claimID string, record []byte) (replayed bool, sum string, err error) {
+	h := sha256.Sum256(record)
+	sum = hex.EncodeToString(h[:])
+	res, err := s.db.ExecContext(ctx, `INSERT INTO audit (key, claim_id, record, sha256, written_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(key) DO NOTHING`, string(key), claimID, string(record), sum, s.stamp())
+	if err != nil {
+		return false, "", fmt.Errorf("store: audit %s: %w", key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return false, sum, nil
+	}
+	var stored string
+	if err := s.db.QueryRowContext(ctx, `SELECT sha256 FROM audit WHERE key = ?`, string(key)).Scan(&stored); err != nil {
+		return false, "", fmt.Errorf("store: audit %s: %w", key, err)
+	}
+	if stored != sum {
+		return true, stored, fmt.Errorf("store: audit key %s holds a different record: %w", key, ErrConflict)
+	}
+	return true, sum, nil
+}
+
+// Audit returns the audit record stored for a claim, if any.
+func (s *Store) Audit(ctx context.Context, claimID string) ([]byte, error) {
+	var rec string
+	err := s.db.QueryRowContext(ctx, `SELECT record FROM audit WHERE claim_id = ? ORDER BY written_at DESC LIMIT 1`, claimID).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("store: audit of %s: %w", claimID, ErrNotFound)
+	}
+	return []byte(rec), err
+}
+
+// ModelCall is one real call to a model provider: the usage ledger that
+// proves (and bills) what a resumed run did or did not ask again.
+type ModelCall struct {
+	ClaimID      string
+	Key          claim.IdempotencyKey
+	Provider     string
+	Attempt      int
+	TokensIn     int64
+	TokensOut    int64
+	OutputSHA256 string
+	At           time.Time
+}
+
+// RecordModelCall appends to the usage ledger.
+func (s *Store) RecordModelCall(ctx context.Context, c ModelCall) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO model_calls (claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.ClaimID, string(c.Key), c.Provider, c.Attempt, c.TokensIn, c.TokensOut, c.OutputSHA256, s.stamp())
+	if err != nil {
+		return fmt.Errorf("store: model call %s: %w", c.Key, err)
+	}
+	return nil
+}
+
+// ModelCalls lists a claim's model calls in order.
+func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at
+		FROM model_calls WHERE claim_id = ? ORDER BY id`, claimID)
+	if err != nil {
+		return nil, fmt.Errorf("store: model calls of %s: %w", claimID, err)
+	}
+	defer rows.Close()
+	var out []ModelCall
+	for rows.Next() {
+		var c ModelCall
+		var at string
+		if err := rows.Scan(&c.ClaimID, &c.Key, &c.Provider, &c.Attempt, &c.TokensIn, &c.TokensOut, &c.OutputSHA256, &at); err != nil {
+			return nil, err
+		}
+		c.At, _ = time.Parse(time.RFC3339Nano, at)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
