@@ -1,0 +1,101 @@
+// Package activities holds every call durableclaims makes to the world: the
+// claims store, the model, Stripe, e-mail. Each is a method on Activities,
+// whose fields are its dependencies; the workflow refers to them through a nil
+// *Activities, and tests swap dependencies, never code.
+//
+// Every side-effecting activity takes a claim.IdempotencyKey derived from the
+// workflow ID and the step, and refuses to run without one.
+package activities
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/stripe/stripe-go/v76/client"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+// Activities carries the dependencies of every activity.
+type Activities struct {
+	Store    *store.Store
+	Stripe   *client.API
+	Model    Model
+	Mailer   Mailer
+	Policies map[string]claim.Policy
+	// From is the sender of claimant e-mail; Supervisors receives escalations.
+	From, Supervisors string
+	// Faults, when set, is told where each side effect is about to happen and
+	// has just happened: the worker's crash injection hooks in here.
+	Faults Faults
+}
+
+// Phase is a point inside a side-effecting activity.
+type Phase string
+
+const (
+	// BeforeEffect is after the activity started, before it touched the world.
+	BeforeEffect Phase = "before-effect"
+	// AfterEffect is after the world changed, before the activity returns: the
+	// window in which a crash leaves an effect the history does not know of.
+	AfterEffect Phase = "after-effect"
+)
+
+// Faults observes side-effect points; see worker --crash-at.
+type Faults interface {
+	At(ctx context.Context, key claim.IdempotencyKey, phase Phase)
+}
+
+func (a *Activities) fault(ctx context.Context, key claim.IdempotencyKey, phase Phase) {
+	if a.Faults != nil {
+		a.Faults.At(ctx, key, phase)
+	}
+}
+
+// Error types the workflow and operators branch on. Each is non-retryable:
+// a retry cannot fix it.
+const (
+	ErrInvalidInput        = "InvalidInput"
+	ErrIdempotencyConflict = "IdempotencyConflict"
+	ErrPaymentRefused      = "PaymentRefused"
+	ErrPaymentConfig       = "PaymentConfig"
+)
+
+func invalid(format string, args ...any) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), ErrInvalidInput, nil)
+}
+
+func nonRetryable(err error, typ string) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), typ, err)
+}
+
+func requireKey(key claim.IdempotencyKey) error {
+	if !key.Valid() {
+		return invalid("idempotency key %q is missing or longer than %d bytes", key, claim.MaxKeyLen)
+	}
+	return nil
+}
+
+// logger returns the activity's logger: the SDK adds workflow and activity
+// IDs to every line, so each names its claim.
+func logger(ctx context.Context) log.Logger {
+	if activity.IsActivity(ctx) {
+		return activity.GetLogger(ctx)
+	}
+	return log.NewStructuredLogger(slog.Default())
+}
+
+func attempt(ctx context.Context) int {
+	if activity.IsActivity(ctx) {
+		return int(activity.GetInfo(ctx).Attempt)
+	}
+	return 1
+}
+
+func now() time.Time { return time.Now().UTC() }

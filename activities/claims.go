@@ -1,0 +1,110 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+// LoadClaimInput is step 1's input: the claim as it was started.
+type LoadClaimInput struct {
+	Claim claim.Claim `json:"claim"`
+}
+
+// LoadClaimResult is the claim as the system of record holds it, with its
+// policy (nil when the policy is unknown).
+type LoadClaimResult struct {
+	Claim   claim.Claim   `json:"claim"`
+	Status  string        `json:"status"`
+	Version int64         `json:"version"`
+	Policy  *claim.Policy `json:"policy,omitempty"`
+}
+
+// LoadClaim is step 1: read the claim from the system of record (registering
+// it first if it was started without the starter) and its policy. The record
+// wins over the input: it may have been amended since the start.
+func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClaimResult, error) {
+	if err := in.Claim.Validate(); err != nil {
+		return LoadClaimResult{}, invalid("%v", err)
+	}
+	rec, err := a.Store.GetClaim(ctx, in.Claim.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		rec, _, err = a.Store.PutClaim(ctx, in.Claim)
+	}
+	if err != nil {
+		return LoadClaimResult{}, err
+	}
+	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version}
+	if p, ok := a.Policies[rec.Claim.PolicyID]; ok {
+		res.Policy = &p
+	}
+	return res, nil
+}
+
+// CloseInput is step 8's input.
+type CloseInput struct {
+	Key         claim.IdempotencyKey `json:"key"`
+	ClaimID     string               `json:"claim_id"`
+	Outcome     string               `json:"outcome"`
+	TransferID  string               `json:"transfer_id,omitempty"`
+	PayoutMinor int64                `json:"payout_minor"`
+}
+
+// CloseResult says whether the close had already been recorded.
+type CloseResult struct {
+	Replayed bool `json:"replayed"`
+}
+
+// CloseClaim is step 8: record the outcome in the system of record, once.
+func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return CloseResult{}, err
+	}
+	a.fault(ctx, in.Key, BeforeEffect)
+	replayed, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		return CloseResult{}, nonRetryable(err, ErrIdempotencyConflict)
+	}
+	if err != nil {
+		return CloseResult{}, err
+	}
+	a.fault(ctx, in.Key, AfterEffect)
+	return CloseResult{Replayed: replayed}, nil
+}
+
+// AuditInput is step 9's input: the run's audit record, already rendered by
+// the workflow (activities do not know workflow types).
+type AuditInput struct {
+	Key     claim.IdempotencyKey `json:"key"`
+	ClaimID string               `json:"claim_id"`
+	Record  json.RawMessage      `json:"record"`
+}
+
+// AuditResult identifies what was stored.
+type AuditResult struct {
+	SHA256   string `json:"sha256"`
+	Replayed bool   `json:"replayed"`
+}
+
+// WriteAudit is step 9: store the audit record under its key, once.
+func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return AuditResult{}, err
+	}
+	if !json.Valid(in.Record) {
+		return AuditResult{}, invalid("audit record for %s is not JSON", in.ClaimID)
+	}
+	a.fault(ctx, in.Key, BeforeEffect)
+	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
+	if errors.Is(err, store.ErrConflict) {
+		return AuditResult{}, nonRetryable(err, ErrIdempotencyConflict)
+	}
+	if err != nil {
+		return AuditResult{}, err
+	}
+	a.fault(ctx, in.Key, AfterEffect)
+	return AuditResult{SHA256: sum, Replayed: replayed}, nil
+}

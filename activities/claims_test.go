@@ -1,0 +1,172 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// run executes one activity method with a real activity context.
+func run[T any](t *testing.T, a *Activities, fn any, in any) (T, error) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	var out T
+	v, err := env.ExecuteActivity(fn, in)
+	if err != nil {
+		return out, err
+	}
+	require.NoError(t, v.Get(&out))
+	return out, nil
+}
+
+func sampleClaim(t *testing.T) claim.Claim {
+	t.Helper()
+	data, err := os.ReadFile("../examples/claims/claim-0042.json")
+	require.NoError(t, err)
+	c, err := claim.Parse(data)
+	require.NoError(t, err)
+	return c
+}
+
+// crashAfter panics once at the after-effect point: the activity dies
+// between changing the world and recording it, as in a SIGKILL.
+type crashAfter struct{ armed bool }
+
+func (c *crashAfter) At(_ context.Context, _ claim.IdempotencyKey, p Phase) {
+	if p == AfterEffect && c.armed {
+		c.armed = false
+		panic("injected crash after the effect")
+	}
+}
+
+func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
+	a := newActivities(t, nil)
+	a.Faults = &crashAfter{armed: true}
+	in := NotifyInput{Key: "claim-0042:step7", ClaimID: "claim-0042", To: "ada@example.com", Name: "Ada",
+		Outcome: "paid", PayoutMinor: 184000, Currency: "usd", TransferID: "tr_1"}
+	_, err := run[NotifyResult](t, a, a.NotifyClaimant, in)
+	require.Error(t, err, "the injected crash")
+
+	r, err := run[NotifyResult](t, a, a.NotifyClaimant, in) // the retry resends the same message
+	require.NoError(t, err)
+	assert.False(t, r.Replayed)
+	r, err = run[NotifyResult](t, a, a.NotifyClaimant, in) // a later retry finds it sent
+	require.NoError(t, err)
+	assert.True(t, r.Replayed)
+
+	files, err := filepath.Glob(filepath.Join(a.Mailer.(SpoolMailer).Dir, "*.eml"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one message, whatever the retries")
+	body, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "Message-ID: <claim-0042.step7@durableclaims>")
+	assert.Contains(t, string(body), "We have paid 1840.00 USD (transfer tr_1)")
+	msgs, err := a.Store.Messages(context.Background(), "claim-0042")
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, 2, msgs[0].Attempts, "sent twice (the crash window), recorded once")
+}
+
+func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	loaded, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	require.NoError(t, err)
+	assert.Equal(t, "open", loaded.Status)
+	require.NotNil(t, loaded.Policy)
+	assert.Equal(t, "pol-1001", loaded.Policy.ID)
+
+	close := CloseInput{Key: "claim-0042:step8", ClaimID: c.ID, Outcome: "paid", TransferID: "tr_1", PayoutMinor: 184000}
+	r, err := run[CloseResult](t, a, a.CloseClaim, close)
+	require.NoError(t, err)
+	assert.False(t, r.Replayed)
+	r, err = run[CloseResult](t, a, a.CloseClaim, close)
+	require.NoError(t, err)
+	assert.True(t, r.Replayed)
+	close.Key = "claim-0042:step99"
+	_, err = run[CloseResult](t, a, a.CloseClaim, close)
+	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
+	rec, err := a.Store.GetClaim(context.Background(), c.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "paid", rec.Status)
+	assert.Equal(t, int64(2), rec.Version)
+
+	record := json.RawMessage(`{"claim_id":"claim-0042","outcome":"paid"}`)
+	ar, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: record})
+	require.NoError(t, err)
+	again, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: record})
+	require.NoError(t, err)
+	assert.True(t, again.Replayed)
+	assert.Equal(t, ar.SHA256, again.SHA256)
+	_, err = run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: json.RawMessage(`{"outcome":"other"}`)})
+	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
+}
+
+func TestLoadRefusesInvalidClaimsAndKnowsUnknownPolicies(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	c.PolicyID = "pol-0000"
+	res, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	require.NoError(t, err)
+	assert.Nil(t, res.Policy)
+
+	c.Claimant.Email = "not an address"
+	_, err = run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	assert.Equal(t, ErrInvalidInput, appErrType(err))
+	assert.True(t, nonRetryableErr(err))
+}
+
+func TestModelCallsAreLedgered(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	tr, err := run[TriageResult](t, a, a.TriageClaim, TriageInput{Key: "claim-0042:step2", Claim: c})
+	require.NoError(t, err)
+	assert.Equal(t, "water-damage", tr.Output.Category)
+	assert.Equal(t, "rules/v1", tr.Model)
+	assert.Len(t, tr.OutputSHA256, 64)
+
+	cov := claim.Cover(a.policy(t, c.PolicyID), c, tr.Output.Category)
+	as, err := run[AssessResult](t, a, a.AssessClaim, AssessInput{Key: "claim-0042:step4",
+		AssessRequest: AssessRequest{Claim: c, Triage: tr.Output, Coverage: cov}})
+	require.NoError(t, err)
+	assert.Equal(t, int64(184000), as.Output.RecommendedMinor)
+	assert.False(t, as.Output.NeedsReview)
+
+	calls, err := a.Store.ModelCalls(context.Background(), c.ID)
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	assert.Equal(t, claim.IdempotencyKey("claim-0042:step2"), calls[0].Key)
+	assert.Equal(t, tr.OutputSHA256, calls[0].OutputSHA256)
+	assert.Equal(t, claim.IdempotencyKey("claim-0042:step4"), calls[1].Key)
+}
+
+func (a *Activities) policy(t *testing.T, id string) *claim.Policy {
+	p, ok := a.Policies[id]
+	require.True(t, ok)
+	return &p
+}
+
+func TestRulesModelIsDeterministic(t *testing.T) {
+	c := sampleClaim(t)
+	m := RulesModel{}
+	t1, _, _ := m.Triage(context.Background(), c)
+	t2, _, _ := m.Triage(context.Background(), c)
+	assert.Equal(t, t1, t2)
+
+	c.Description, c.Documents, c.AmountMinor = "urgent cash", nil, 300000
+	t3, _, _ := m.Triage(context.Background(), c)
+	assert.ElementsMatch(t, []string{"thin-description", "round-amount", "pressure-language", "no-documents"}, t3.FraudSignals)
+	assert.Equal(t, 100, t3.FraudScore)
+	as, _, _ := m.Assess(context.Background(), AssessRequest{Claim: c, Triage: t3, Coverage: claim.Coverage{CoveredMinor: 300000}})
+	assert.True(t, as.NeedsReview)
+}

@@ -1,0 +1,179 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/smtp"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+// Email is one message. MessageID is derived from the idempotency key, so a
+// message sent twice through a crash window is the same message to every
+// mail system that deduplicates by Message-ID.
+type Email struct {
+	MessageID string
+	From, To  string
+	Subject   string
+	Body      string
+}
+
+// Mailer delivers e-mail. E-mail has no idempotency of its own; the outbox in
+// the store makes sending check-then-act.
+type Mailer interface {
+	Send(ctx context.Context, m Email) error
+}
+
+// SpoolMailer writes each message as an RFC 5322 file named by its
+// Message-ID: a local mail drop for the demo and tests. Writing the same
+// message again replaces the file, so the spool never holds a duplicate.
+type SpoolMailer struct{ Dir string }
+
+// Send writes the message atomically (temporary file, then rename).
+func (s SpoolMailer) Send(_ context.Context, m Email) error {
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return err
+	}
+	name := filepath.Join(s.Dir, fileSafe(m.MessageID)+".eml")
+	tmp, err := os.CreateTemp(s.Dir, ".sending-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.WriteString(render(m)); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
+}
+
+// SMTPMailer sends through an SMTP relay (SMTP_ADDR).
+type SMTPMailer struct {
+	Addr string
+	Auth smtp.Auth
+}
+
+// Send hands the message to the relay.
+func (s SMTPMailer) Send(_ context.Context, m Email) error {
+	return smtp.SendMail(s.Addr, s.Auth, m.From, []string{m.To}, []byte(render(m)))
+}
+
+func render(m Email) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Message-ID: <%s>\r\nFrom: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n",
+		m.MessageID, m.From, m.To, m.Subject, time.Now().UTC().Format(time.RFC1123Z))
+	b.WriteString(strings.ReplaceAll(m.Body, "\n", "\r\n"))
+	b.WriteString("\r\n")
+	return b.String()
+}
+
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_' || r == '@' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// messageID makes a Message-ID from an idempotency key.
+func messageID(key claim.IdempotencyKey) string {
+	return strings.ReplaceAll(string(key), ":", ".") + "@durableclaims"
+}
+
+// NotifyInput is step 7's input.
+type NotifyInput struct {
+	Key         claim.IdempotencyKey `json:"key"`
+	ClaimID     string               `json:"claim_id"`
+	To          string               `json:"to"`
+	Name        string               `json:"name"`
+	Outcome     string               `json:"outcome"`
+	PayoutMinor int64                `json:"payout_minor"`
+	Currency    string               `json:"currency"`
+	TransferID  string               `json:"transfer_id,omitempty"`
+	Reason      string               `json:"reason,omitempty"`
+}
+
+// NotifyResult says which message was sent and whether it already had been.
+type NotifyResult struct {
+	MessageID string `json:"message_id"`
+	Replayed  bool   `json:"replayed"`
+}
+
+// NotifyClaimant is step 7: tell the claimant the outcome, once.
+func (a *Activities) NotifyClaimant(ctx context.Context, in NotifyInput) (NotifyResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return NotifyResult{}, err
+	}
+	subject := fmt.Sprintf("Your claim %s: %s", in.ClaimID, in.Outcome)
+	body := fmt.Sprintf("Dear %s,\n\nYour claim %s is %s.\n", in.Name, in.ClaimID, in.Outcome)
+	if in.TransferID != "" {
+		body += fmt.Sprintf("We have paid %s %s (transfer %s).\n", claim.FormatAmount(in.PayoutMinor, in.Currency), strings.ToUpper(in.Currency), in.TransferID)
+	}
+	if in.Reason != "" {
+		body += "Reason: " + in.Reason + "\n"
+	}
+	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: in.To, Subject: subject, Body: body})
+}
+
+// EscalateInput asks for a supervisor on a claim whose approval timed out.
+type EscalateInput struct {
+	Key           claim.IdempotencyKey `json:"key"`
+	ClaimID       string               `json:"claim_id"`
+	Amount        string               `json:"amount"`
+	Currency      string               `json:"currency"`
+	RequestSHA256 string               `json:"request_sha256"`
+	Deadline      time.Time            `json:"deadline"`
+}
+
+// EscalateApproval tells the supervisors' queue that a claim's approval
+// passed its deadline, once.
+func (a *Activities) EscalateApproval(ctx context.Context, in EscalateInput) (NotifyResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return NotifyResult{}, err
+	}
+	subject := fmt.Sprintf("Escalated: claim %s awaits a supervisor", in.ClaimID)
+	body := fmt.Sprintf("Claim %s (%s %s) was not decided in time.\nRequest sha256: %s\nFinal deadline: %s\n\n"+
+		"Approve: temporal workflow signal --workflow-id %s --name approve --input '{\"approver\":\"<you>\",\"payload_sha256\":\"%s\"}'\n",
+		in.ClaimID, in.Amount, strings.ToUpper(in.Currency), in.RequestSHA256, in.Deadline.Format(time.RFC3339), in.ClaimID, in.RequestSHA256)
+	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: a.Supervisors, Subject: subject, Body: body})
+}
+
+// sendOnce is check-then-act over the outbox: look the message up by key,
+// send only if it was not sent, then record it sent.
+func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, claimID string, m Email) (NotifyResult, error) {
+	m.MessageID, m.From = messageID(key), a.From
+	if m.To == "" {
+		return NotifyResult{}, invalid("message %s has no recipient", key)
+	}
+	a.fault(ctx, key, BeforeEffect)
+	rec, err := a.Store.ReserveMessage(ctx, store.Message{Key: key, ClaimID: claimID, Recipient: m.To, Subject: m.Subject, MessageID: m.MessageID})
+	if errors.Is(err, store.ErrConflict) {
+		return NotifyResult{}, nonRetryable(err, ErrIdempotencyConflict)
+	}
+	if err != nil {
+		return NotifyResult{}, err
+	}
+	if rec.Status == store.OutboxSent {
+		logger(ctx).Info("message already sent under this key", "key", key, "message_id", rec.MessageID)
+		return NotifyResult{MessageID: rec.MessageID, Replayed: true}, nil
+	}
+	if err := a.Mailer.Send(ctx, m); err != nil {
+		return NotifyResult{}, fmt.Errorf("send %s: %w", key, err)
+	}
+	a.fault(ctx, key, AfterEffect)
+	if err := a.Store.MarkSent(ctx, key); err != nil {
+		return NotifyResult{}, err
+	}
+	logger(ctx).Info("message sent", "key", key, "message_id", m.MessageID)
+	return NotifyResult{MessageID: m.MessageID}, nil
+}

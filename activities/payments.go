@@ -1,0 +1,211 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// StripeConfig selects the Stripe API: the real one for a real key, the local
+// stripesim otherwise (DESIGN.md).
+type StripeConfig struct {
+	SecretKey string // STRIPE_SECRET_KEY, default sk_test_local
+	APIBase   string // STRIPE_API_BASE; empty means api.stripe.com for a real key, stripesim otherwise
+	Timeout   time.Duration
+}
+
+// Defaults for the local Stripe-compatible server.
+const (
+	LocalStripeKey  = "sk_test_local"
+	LocalStripeBase = "http://localhost:12111"
+)
+
+// Resolve fills in the defaults and reports the base URL in use.
+func (c StripeConfig) Resolve() StripeConfig {
+	if c.SecretKey == "" {
+		c.SecretKey = LocalStripeKey
+	}
+	if c.APIBase == "" {
+		c.APIBase = stripe.APIURL
+		if c.SecretKey == LocalStripeKey {
+			c.APIBase = LocalStripeBase
+		}
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 20 * time.Second
+	}
+	return c
+}
+
+// NewStripeClient builds a stripe-go client with its own retries off:
+// Temporal retries the activity, and two retry loops stacked would hide
+// failures and multiply load.
+func NewStripeClient(c StripeConfig) *client.API {
+	c = c.Resolve()
+	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
+		URL:               stripe.String(c.APIBase),
+		HTTPClient:        &http.Client{Timeout: c.Timeout},
+		MaxNetworkRetries: stripe.Int64(0),
+		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
+		EnableTelemetry:   stripe.Bool(false),
+	})
+	return client.New(c.SecretKey, &stripe.Backends{API: b, Connect: b, Uploads: b})
+}
+
+// PayInput is step 6's input.
+type PayInput struct {
+	Key         claim.IdempotencyKey `json:"key"`
+	WorkflowID  string               `json:"workflow_id"`
+	ClaimID     string               `json:"claim_id"`
+	AmountMinor int64                `json:"amount_minor"`
+	Currency    string               `json:"currency"`
+	Destination string               `json:"destination"`
+}
+
+// PayResult is the transfer that paid the claim.
+type PayResult struct {
+	TransferID  string `json:"transfer_id"`
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	Destination string `json:"destination"`
+	// Replayed means this attempt moved no money: the transfer already
+	// existed, found by lookup or returned by Stripe's idempotency cache.
+	Replayed bool `json:"replayed"`
+	// ReplayedBy is "lookup" (our check-then-act found it by transfer_group)
+	// or "stripe" (Idempotent-Replayed: true).
+	ReplayedBy string `json:"replayed_by,omitempty"`
+}
+
+// PayClaimant is step 6: pay the claimant with a Stripe Transfer.
+//
+// It first looks for a transfer already made under this key (transfer_group =
+// claim ID, metadata idempotency_key): that still protects after Stripe
+// forgets a key at 24 h. Only then does it create one, with the key as
+// Idempotency-Key, so a crash between Stripe committing and this activity
+// returning is answered by Stripe's replay rather than a second transfer.
+func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return PayResult{}, err
+	}
+	if in.AmountMinor <= 0 || in.Destination == "" || in.ClaimID == "" {
+		return PayResult{}, invalid("payment for %s needs a positive amount and a destination", in.ClaimID)
+	}
+	a.fault(ctx, in.Key, BeforeEffect)
+
+	if tr, err := a.findTransfer(ctx, in); err != nil {
+		return PayResult{}, err
+	} else if tr != nil {
+		logger(ctx).Info("transfer already made under this key", "key", in.Key, "transfer", tr.ID)
+		return result(tr, "lookup"), nil
+	}
+
+	params := &stripe.TransferParams{
+		Amount:        stripe.Int64(in.AmountMinor),
+		Currency:      stripe.String(in.Currency),
+		Destination:   stripe.String(in.Destination),
+		TransferGroup: stripe.String(in.ClaimID),
+		Description:   stripe.String("Claim payout " + in.ClaimID),
+	}
+	params.SetIdempotencyKey(string(in.Key))
+	params.Context = ctx
+	params.AddMetadata("workflow_id", in.WorkflowID)
+	params.AddMetadata("step", strconv.Itoa(int(claim.StepPay)))
+	params.AddMetadata("idempotency_key", string(in.Key))
+	tr, err := a.Stripe.Transfers.New(params)
+	if err != nil {
+		return PayResult{}, classifyStripe(err)
+	}
+	if err := matches(tr, in); err != nil {
+		return PayResult{}, err
+	}
+	a.fault(ctx, in.Key, AfterEffect)
+	by := ""
+	if tr.LastResponse != nil && tr.LastResponse.Header.Get("Idempotent-Replayed") == "true" {
+		by = "stripe"
+		logger(ctx).Info("stripe replayed the transfer for this key", "key", in.Key, "transfer", tr.ID)
+	} else {
+		logger(ctx).Info("transfer created", "key", in.Key, "transfer", tr.ID, "amount_minor", tr.Amount, "currency", tr.Currency)
+	}
+	return result(tr, by), nil
+}
+
+func result(tr *stripe.Transfer, replayedBy string) PayResult {
+	r := PayResult{TransferID: tr.ID, AmountMinor: tr.Amount, Currency: string(tr.Currency), Replayed: replayedBy != "", ReplayedBy: replayedBy}
+	if tr.Destination != nil {
+		r.Destination = tr.Destination.ID
+	}
+	return r
+}
+
+// findTransfer is the "check" of check-then-act.
+func (a *Activities) findTransfer(ctx context.Context, in PayInput) (*stripe.Transfer, error) {
+	params := &stripe.TransferListParams{TransferGroup: stripe.String(in.ClaimID)}
+	params.Context = ctx
+	params.Limit = stripe.Int64(100)
+	it := a.Stripe.Transfers.List(params)
+	for it.Next() {
+		tr := it.Transfer()
+		if tr.Metadata["idempotency_key"] != string(in.Key) {
+			continue
+		}
+		if err := matches(tr, in); err != nil {
+			return nil, err
+		}
+		return tr, nil
+	}
+	if err := it.Err(); err != nil {
+		return nil, classifyStripe(err)
+	}
+	return nil, nil
+}
+
+// matches refuses a transfer under our key that pays something else: the
+// key was reused for a different payment, which is a bug, never retried.
+func matches(tr *stripe.Transfer, in PayInput) error {
+	dest := ""
+	if tr.Destination != nil {
+		dest = tr.Destination.ID
+	}
+	if tr.Amount != in.AmountMinor || string(tr.Currency) != in.Currency || dest != in.Destination {
+		return temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("transfer %s under key %s pays %d %s to %s, not %d %s to %s",
+				tr.ID, in.Key, tr.Amount, tr.Currency, dest, in.AmountMinor, in.Currency, in.Destination),
+			ErrIdempotencyConflict, nil)
+	}
+	return nil
+}
+
+// classifyStripe decides what a retry can fix. Rate limits, in-flight keys,
+// server errors and network failures retry (with the same key); a refusal
+// of the request itself does not.
+func classifyStripe(err error) error {
+	var se *stripe.Error
+	if !errors.As(err, &se) {
+		return err // network or timeout: retry, the key makes it safe
+	}
+	msg := fmt.Sprintf("stripe %d %s", se.HTTPStatusCode, se.Type)
+	if se.Code != "" {
+		msg += " " + string(se.Code)
+	}
+	msg += ": " + se.Msg
+	switch {
+	case se.Type == stripe.ErrorTypeIdempotency:
+		return temporal.NewNonRetryableApplicationError(msg, ErrIdempotencyConflict, err)
+	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
+		return temporal.NewNonRetryableApplicationError(msg, ErrPaymentConfig, err)
+	case se.HTTPStatusCode == http.StatusConflict, se.HTTPStatusCode == http.StatusTooManyRequests, se.HTTPStatusCode >= 500:
+		return temporal.NewApplicationError(msg, "StripeUnavailable", err)
+	case se.HTTPStatusCode >= 400:
+		return temporal.NewNonRetryableApplicationError(msg, ErrPaymentRefused, err)
+	}
+	return err
+}

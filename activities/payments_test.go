@@ -1,0 +1,218 @@
+package activities
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/stripe/stripe-go/v76"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+)
+
+func pay(t *testing.T, a *Activities, in PayInput) (PayResult, error) {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	v, err := env.ExecuteActivity(a.PayClaimant, in)
+	if err != nil {
+		return PayResult{}, err
+	}
+	var r PayResult
+	require.NoError(t, v.Get(&r))
+	return r, nil
+}
+
+func transfers(t *testing.T, a *Activities, group string) []*stripe.Transfer {
+	t.Helper()
+	it := a.Stripe.Transfers.List(&stripe.TransferListParams{TransferGroup: stripe.String(group)})
+	var out []*stripe.Transfer
+	for it.Next() {
+		out = append(out, it.Transfer())
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+func appErrType(err error) string {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		return appErr.Type()
+	}
+	return ""
+}
+
+func nonRetryableErr(err error) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.NonRetryable()
+}
+
+func TestPayCreatesOneTransferCarryingItsKey(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	r, err := pay(t, a, payInput("claim-0042", 184000))
+	require.NoError(t, err)
+	assert.False(t, r.Replayed)
+
+	trs := transfers(t, a, "claim-0042")
+	require.Len(t, trs, 1)
+	tr := trs[0]
+	assert.Equal(t, r.TransferID, tr.ID)
+	assert.Equal(t, int64(184000), tr.Amount)
+	assert.Equal(t, "acct_1Ada", tr.Destination.ID)
+	assert.Equal(t, map[string]string{"workflow_id": "claim-0042", "step": "6", "idempotency_key": "claim-0042:step6"}, tr.Metadata)
+	require.Len(t, f.posts(), 1)
+	assert.Equal(t, "claim-0042:step6", f.posts()[0].Key)
+}
+
+func TestRetryAfterCommitIsAReplayNotASecondTransfer(t *testing.T) {
+	for name, fl := range map[string]fault{"500 after commit": failAfter, "connection dropped after commit": dropConnection} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeStripe(t)
+			a := newActivities(t, f)
+			f.failNext(fl)
+			_, err := pay(t, a, payInput("claim-0043", 184000))
+			// net/http itself resends a POST that carries an Idempotency-Key
+			// when a reused connection dies before the answer, and Stripe
+			// replays it; otherwise the activity fails, retryably.
+			if err != nil {
+				assert.False(t, nonRetryableErr(err), "a lost answer must be retried: %v", err)
+			}
+
+			r, err := pay(t, a, payInput("claim-0043", 184000)) // the retry
+			require.NoError(t, err)
+			assert.True(t, r.Replayed)
+			assert.Equal(t, "lookup", r.ReplayedBy)
+			assert.Len(t, transfers(t, a, "claim-0043"), 1)
+			for _, p := range f.posts() {
+				assert.Equal(t, "claim-0043:step6", p.Key)
+			}
+		})
+	}
+}
+
+func TestStripeReplaysWhenTheLookupMisses(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	first, err := pay(t, a, payInput("claim-0044", 250000))
+	require.NoError(t, err)
+	f.hideList = true
+	r, err := pay(t, a, payInput("claim-0044", 250000))
+	require.NoError(t, err)
+	assert.Equal(t, first.TransferID, r.TransferID)
+	assert.True(t, r.Replayed)
+	assert.Equal(t, "stripe", r.ReplayedBy, "Idempotent-Replayed: true")
+	f.hideList = false
+	assert.Len(t, transfers(t, a, "claim-0044"), 1)
+	st, ok := f.sim.KeyStats("claim-0044:step6")
+	require.True(t, ok)
+	assert.Equal(t, 1, st.Replays)
+}
+
+func TestChangedParametersUnderTheSameKeyNeverPayTwice(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	_, err := pay(t, a, payInput("claim-0045", 184000))
+	require.NoError(t, err)
+
+	// Our own lookup catches it first...
+	_, err = pay(t, a, payInput("claim-0045", 199900))
+	require.Error(t, err)
+	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
+	assert.True(t, nonRetryableErr(err))
+
+	// ...and Stripe's 400 idempotency_error catches it when the lookup cannot.
+	f.hideList = true
+	_, err = pay(t, a, payInput("claim-0045", 199900))
+	require.Error(t, err)
+	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
+	assert.Contains(t, err.Error(), "idempotency_error")
+	f.hideList = false
+	assert.Len(t, transfers(t, a, "claim-0045"), 1)
+}
+
+func TestKeyInFlightIsRetryable(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	f.sim.SetHooks(stripesimHooks(func() { entered <- struct{}{}; <-release }))
+
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var firstErr error
+	go func() { defer wg.Done(); _, firstErr = pay(t, a, payInput("claim-0046", 184000)) }()
+	<-entered
+	f.sim.SetHooks(stripesimHooks(nil))
+	_, err := pay(t, a, payInput("claim-0046", 184000))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "idempotency_key_in_use")
+	assert.False(t, nonRetryableErr(err), "409 must be retried")
+	close(release)
+	wg.Wait()
+	require.NoError(t, firstErr)
+	assert.Len(t, transfers(t, a, "claim-0046"), 1)
+}
+
+func TestRefusalsAreNotRetried(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	in := payInput("claim-0047", 184000)
+	in.Destination = "acct_" // invalid
+	_, err := pay(t, a, in)
+	require.Error(t, err)
+	assert.True(t, nonRetryableErr(err))
+	assert.Equal(t, ErrPaymentRefused, appErrType(err))
+
+	bad := *a
+	bad.Stripe = NewStripeClient(StripeConfig{SecretKey: "sk_test_wrong", APIBase: f.srv.URL})
+	_, err = pay(t, &bad, payInput("claim-0047", 184000))
+	assert.Equal(t, ErrPaymentConfig, appErrType(err))
+
+	in = payInput("claim-0047", 184000)
+	in.Key = ""
+	_, err = pay(t, a, in)
+	assert.Equal(t, ErrInvalidInput, appErrType(err))
+	assert.Empty(t, transfers(t, a, "claim-0047"))
+}
+
+// payWorkflow runs the real PayClaimant under the real retry policy of a
+// workflow, so retries are Temporal's, not ours.
+func payWorkflow(ctx workflow.Context, in PayInput) (PayResult, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
+	})
+	var r PayResult
+	err := workflow.ExecuteActivity(ctx, (*Activities).PayClaimant, in).Get(ctx, &r)
+	return r, err
+}
+
+func TestEveryAttemptSendsTheSameIdempotencyKey(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	f.failNext(failBefore, failBefore, failAfter)
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(payWorkflow)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "claim-0048"})
+	env.ExecuteWorkflow(payWorkflow, payInput("claim-0048", 184000))
+	require.NoError(t, env.GetWorkflowError())
+	var r PayResult
+	require.NoError(t, env.GetWorkflowResult(&r))
+
+	posts := f.posts()
+	require.Len(t, posts, 3, "two failures before commit, one commit whose answer was lost; then the lookup finds it")
+	for i, p := range posts {
+		assert.Equal(t, "claim-0048:step6", p.Key, "attempt %d", i+1)
+	}
+	assert.True(t, r.Replayed)
+	assert.Len(t, transfers(t, a, "claim-0048"), 1)
+}

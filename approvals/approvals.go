@@ -1,0 +1,136 @@
+// Package approvals parks a workflow until a human decides: the approval
+// request and its hash, the decision and who made it, the rules a decision
+// must pass, the TTL and escalation policy, and the workflow-side wait. Any
+// workflow can use it; nothing here knows about claims beyond the request.
+//
+// Waiting is a state, not a thread: the wait is a durable timer and a signal
+// channel in the workflow's history. No activity, goroutine or worker slot is
+// held, and the worker may come and go while a claim waits for days.
+package approvals
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Signal names: contracts used by runbooks and `temporal workflow signal`.
+const (
+	SignalApprove = "approve"
+	SignalReject  = "reject"
+)
+
+// Verdict is what a decision says.
+type Verdict string
+
+const (
+	Approve Verdict = "approve"
+	Reject  Verdict = "reject"
+)
+
+// Stage is where a wait is: with the adjusters, or escalated to supervisors.
+type Stage string
+
+const (
+	StageWaiting   Stage = "waiting"
+	StageEscalated Stage = "escalated"
+)
+
+// Request is what the approver is asked to decide. Its canonical JSON (the
+// struct's fields in declaration order, no HTML escaping surprises: plain
+// encoding/json) is hashed; a decision may cite the hash to prove which
+// request it saw.
+type Request struct {
+	ClaimID     string         `json:"claim_id"`
+	Payee       string         `json:"payee"`
+	PayeeName   string         `json:"payee_name"`
+	AmountMinor int64          `json:"amount_minor"`
+	Amount      string         `json:"amount"`
+	Currency    string         `json:"currency"`
+	Rationale   string         `json:"rationale"`
+	Coverage    claim.Coverage `json:"coverage"`
+	// Reasons says why a human is needed (over the threshold, fraud signals).
+	Reasons []string `json:"reasons"`
+}
+
+// Canonical is the exact document the hash covers.
+func (r Request) Canonical() []byte {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // only plain fields: cannot fail
+	}
+	return b
+}
+
+// SHA256 is the hex SHA-256 of Canonical.
+func (r Request) SHA256() string {
+	sum := sha256.Sum256(r.Canonical())
+	return hex.EncodeToString(sum[:])
+}
+
+// Input is the payload of the approve and reject signals:
+// {"approver":"adjuster-17","note":"…"} / {"approver":"adjuster-17","reason":"…"},
+// optionally with "payload_sha256" (the full hash or its first 12 hex digits).
+type Input struct {
+	Approver      string `json:"approver"`
+	Note          string `json:"note,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
+}
+
+// Decision is an accepted decision, with the request the approver was shown.
+type Decision struct {
+	Verdict       Verdict   `json:"verdict"`
+	Approver      string    `json:"approver"`
+	Note          string    `json:"note,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	Channel       string    `json:"channel"`
+	Stage         Stage     `json:"stage"`
+	DecidedAt     time.Time `json:"decided_at"`
+	Request       Request   `json:"request"`
+	RequestSHA256 string    `json:"request_sha256"`
+	// HashBound is true when the decision cited the request's hash; a
+	// decision without one is accepted from the CLI, and the audit says so.
+	HashBound bool `json:"hash_bound"`
+}
+
+// Attempt is one decision attempt, accepted or refused: the audit trail.
+type Attempt struct {
+	At       time.Time `json:"at"`
+	Channel  string    `json:"channel"`
+	Name     string    `json:"name"`
+	Approver string    `json:"approver,omitempty"`
+	Accepted bool      `json:"accepted"`
+	Refusal  string    `json:"refusal,omitempty"`
+	// Payload is the raw payload, cut to 256 bytes, for refused attempts.
+	Payload string `json:"payload,omitempty"`
+}
+
+// Policy is the TTL and escalation policy of a wait.
+type Policy struct {
+	// TTL is how long adjusters have before the wait escalates (default 72 h).
+	TTL time.Duration `json:"ttl"`
+	// EscalationTTL is how long supervisors then have before the request
+	// expires with no payment (default 24 h).
+	EscalationTTL time.Duration `json:"escalation_ttl"`
+}
+
+// Default durations.
+const (
+	DefaultTTL           = 72 * time.Hour
+	DefaultEscalationTTL = 24 * time.Hour
+)
+
+// WithDefaults fills unset durations.
+func (p Policy) WithDefaults() Policy {
+	if p.TTL <= 0 {
+		p.TTL = DefaultTTL
+	}
+	if p.EscalationTTL <= 0 {
+		p.EscalationTTL = DefaultEscalationTTL
+	}
+	return p
+}

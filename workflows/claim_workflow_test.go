@@ -1,0 +1,446 @@
+package workflows
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"github.com/stretchr/testify/suite"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// ClaimSuite drives ClaimWorkflow with mocked activities and a skipping
+// clock: a 72-hour TTL passes in milliseconds.
+type ClaimSuite struct {
+	suite.Suite
+	testsuite.WorkflowTestSuite
+	env   *testsuite.TestWorkflowEnvironment
+	calls *calls
+}
+
+func TestClaimWorkflow(t *testing.T) { suite.Run(t, new(ClaimSuite)) }
+
+// calls records what each mocked activity was asked to do.
+type calls struct {
+	mu        sync.Mutex
+	keys      map[string][]claim.IdempotencyKey
+	pays      []activities.PayInput
+	notices   []activities.NotifyInput
+	closes    []activities.CloseInput
+	audits    []AuditRecord
+	escalated []activities.EscalateInput
+	sa        []map[string]any
+
+	// Knobs a test sets before start.
+	loadStatus string
+	payErr     error
+}
+
+func (c *calls) add(name string, key claim.IdempotencyKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keys[name] = append(c.keys[name], key)
+}
+
+var policies = map[string]claim.Policy{
+	"pol-1001": {ID: "pol-1001", Currency: "usd", LimitMinor: 1_000_000, DeductibleMinor: 0},
+	"pol-2002": {ID: "pol-2002", Currency: "usd", LimitMinor: 150_000, DeductibleMinor: 25_000, ExcludedCategories: []string{"wear-and-tear"}},
+}
+
+func testClaim(id, amount string) claim.Claim {
+	c, err := claim.File{ClaimID: id, PolicyID: "pol-1001",
+		Claimant: claim.Claimant{Name: "Ada Lovelace", Email: "ada@example.com", StripeAccount: "acct_1Ada"},
+		Amount:   amount, Currency: "usd", Description: "Burst pipe flooded the kitchen floor",
+		Documents: []claim.Document{{Name: "photo.jpg", Path: "blob://0042/photo.jpg"}}}.Claim()
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+func (s *ClaimSuite) SetupSuite() {
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError + 1}))))
+}
+
+func (s *ClaimSuite) SetupTest() {
+	s.env = s.NewTestWorkflowEnvironment()
+	s.env.RegisterWorkflow(ClaimWorkflow)
+	s.calls = &calls{keys: map[string][]claim.IdempotencyKey{}}
+	c := s.calls
+	rules := activities.RulesModel{}
+	env := s.env
+
+	env.OnActivity(a.LoadClaim, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.LoadClaimInput) (activities.LoadClaimResult, error) {
+			c.add("load", "")
+			res := activities.LoadClaimResult{Claim: in.Claim, Status: "open", Version: 1}
+			if c.loadStatus != "" {
+				res.Status = c.loadStatus
+			}
+			if p, ok := policies[in.Claim.PolicyID]; ok {
+				res.Policy = &p
+			}
+			return res, nil
+		})
+	env.OnActivity(a.TriageClaim, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TriageInput) (activities.TriageResult, error) {
+			c.add("triage", in.Key)
+			out, u, err := rules.Triage(ctx, in.Claim)
+			return activities.TriageResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "t"}, err
+		})
+	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
+			c.add("assess", in.Key)
+			out, u, err := rules.Assess(ctx, in.AssessRequest)
+			return activities.AssessResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "a"}, err
+		})
+	env.OnActivity(a.PayClaimant, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.PayInput) (activities.PayResult, error) {
+			c.add("pay", in.Key)
+			if c.payErr != nil {
+				return activities.PayResult{}, c.payErr
+			}
+			c.mu.Lock()
+			c.pays = append(c.pays, in)
+			c.mu.Unlock()
+			return activities.PayResult{TransferID: "tr_1", AmountMinor: in.AmountMinor, Currency: in.Currency, Destination: in.Destination}, nil
+		}).Maybe()
+	env.OnActivity(a.NotifyClaimant, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
+			c.add("notify", in.Key)
+			c.mu.Lock()
+			c.notices = append(c.notices, in)
+			c.mu.Unlock()
+			return activities.NotifyResult{MessageID: "m1"}, nil
+		}).Maybe()
+	env.OnActivity(a.CloseClaim, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CloseInput) (activities.CloseResult, error) {
+			c.add("close", in.Key)
+			c.mu.Lock()
+			c.closes = append(c.closes, in)
+			c.mu.Unlock()
+			return activities.CloseResult{}, nil
+		}).Maybe()
+	env.OnActivity(a.WriteAudit, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.AuditInput) (activities.AuditResult, error) {
+			c.add("audit", in.Key)
+			var rec AuditRecord
+			if err := json.Unmarshal(in.Record, &rec); err != nil {
+				return activities.AuditResult{}, err
+			}
+			c.mu.Lock()
+			c.audits = append(c.audits, rec)
+			c.mu.Unlock()
+			return activities.AuditResult{SHA256: "x"}, nil
+		}).Maybe()
+	env.OnActivity(a.EscalateApproval, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.EscalateInput) (activities.NotifyResult, error) {
+			c.add("escalate", in.Key)
+			c.mu.Lock()
+			c.escalated = append(c.escalated, in)
+			c.mu.Unlock()
+			return activities.NotifyResult{MessageID: "e1"}, nil
+		}).Maybe()
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		m := map[string]any{}
+		if v, ok := sa.GetKeyword(ClaimStatusKey); ok {
+			m["ClaimStatus"] = v
+		}
+		if v, ok := sa.GetTime(ApprovalDeadlineKey); ok {
+			m["ApprovalDeadline"] = v
+		}
+		c.mu.Lock()
+		c.sa = append(c.sa, m)
+		c.mu.Unlock()
+	}).Return(nil).Maybe()
+}
+
+func (s *ClaimSuite) start(c claim.Claim, opts Options) {
+	s.env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: c.ID, TaskQueue: TaskQueue})
+	s.env.ExecuteWorkflow(ClaimWorkflow, ClaimInput{Claim: c, Options: opts})
+	s.Require().True(s.env.IsWorkflowCompleted())
+	s.Require().NoError(s.env.GetWorkflowError())
+}
+
+func (s *ClaimSuite) result() ClaimResult {
+	var r ClaimResult
+	s.Require().NoError(s.env.GetWorkflowResult(&r))
+	return r
+}
+
+func (s *ClaimSuite) status() Status {
+	v, err := s.env.QueryWorkflow(QueryStatus)
+	s.Require().NoError(err)
+	var st Status
+	s.Require().NoError(v.Get(&st))
+	return st
+}
+
+func (s *ClaimSuite) signal(after time.Duration, name string, payload any) {
+	s.env.RegisterDelayedCallback(func() { s.env.SignalWorkflow(name, payload) }, after)
+}
+
+// statuses lists the ClaimStatus values upserted, in order.
+func (s *ClaimSuite) statuses() []string {
+	var out []string
+	for _, m := range s.calls.sa {
+		if v, ok := m["ClaimStatus"]; ok {
+			out = append(out, v.(string))
+		}
+	}
+	return out
+}
+
+func (s *ClaimSuite) TestBelowThresholdIsPaidWithoutAHuman() {
+	s.start(testClaim("claim-0001", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Equal("640.00", r.Payout)
+	s.Equal("tr_1", r.TransferID)
+	s.Nil(r.Approval)
+
+	// Every side effect carries its step key, built from the workflow ID.
+	k := s.calls.keys
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step2"}, k["triage"])
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step4"}, k["assess"])
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step6"}, k["pay"])
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step7"}, k["notify"])
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step8"}, k["close"])
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step9"}, k["audit"])
+	s.Require().Len(s.calls.pays, 1)
+	s.Equal(activities.PayInput{Key: "claim-0001:step6", WorkflowID: "claim-0001", ClaimID: "claim-0001",
+		AmountMinor: 64000, Currency: "usd", Destination: "acct_1Ada"}, s.calls.pays[0])
+
+	// Search attributes change twice (running, then paid), not per step.
+	s.Equal([]string{StatusRunning, StatusPaid}, s.statuses())
+	s.Require().Len(s.calls.audits, 1)
+	s.Equal("tr_1", s.calls.audits[0].TransferID)
+	s.Len(s.calls.audits[0].Models, 2)
+}
+
+func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {
+	var waiting Status
+	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
+	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "note": "photos check out"})
+	s.start(testClaim("claim-0042", "1840.00"), Options{})
+
+	s.Equal(StatusWaiting, waiting.State)
+	s.Equal(int(claim.StepApproval), waiting.Step)
+	s.Require().NotNil(waiting.Approval)
+	s.Equal("1840.00", waiting.Approval.Request.Amount)
+	s.Equal(waiting.Approval.Request.SHA256(), waiting.Approval.RequestSHA256)
+	s.Equal(72*time.Hour, waiting.Approval.Deadline.Sub(waiting.Approval.RequestedAt))
+
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Require().NotNil(r.Approval.Decision)
+	d := r.Approval.Decision
+	s.Equal("adjuster-17", d.Approver)
+	s.Equal("photos check out", d.Note)
+	s.Equal(approvals.Approve, d.Verdict)
+	s.Equal(approvals.StageWaiting, d.Stage)
+	s.False(d.HashBound)
+	s.Equal("1840.00", d.Request.Amount, "the decision records the request the approver saw")
+	s.Len(s.calls.pays, 1)
+	s.Equal([]string{StatusRunning, StatusWaiting, StatusRunning, StatusPaid}, s.statuses())
+	s.Empty(s.calls.escalated)
+}
+
+func (s *ClaimSuite) TestRejectPaysNothing() {
+	s.signal(time.Hour, approvals.SignalReject, map[string]string{"approver": "adjuster-17", "reason": "duplicate of claim-0007"})
+	s.start(testClaim("claim-0043", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusRejected, r.Status)
+	s.Contains(r.Reason, "duplicate of claim-0007")
+	s.Empty(s.calls.pays)
+	s.Require().Len(s.calls.notices, 1)
+	s.Equal(StatusRejected, s.calls.notices[0].Outcome)
+	s.Require().Len(s.calls.closes, 1)
+	s.Equal(StatusRejected, s.calls.closes[0].Outcome)
+	s.Equal(int64(0), s.calls.closes[0].PayoutMinor)
+}
+
+func (s *ClaimSuite) TestUnansweredWaitEscalatesThenExpires() {
+	start := s.env.Now()
+	s.start(testClaim("claim-0044", "2500.00"), Options{})
+	r := s.result()
+	s.Equal(StatusExpired, r.Status)
+	s.Empty(s.calls.pays)
+	s.Require().Len(s.calls.escalated, 1)
+	s.Equal(claim.IdempotencyKey("claim-0044:step5:escalate"), s.calls.escalated[0].Key)
+	s.Equal([]string{StatusRunning, StatusWaiting, StatusEscalated, StatusExpired}, s.statuses())
+	// 72 h, then 24 h, of workflow time; no wall-clock wait.
+	s.Equal(96*time.Hour, s.env.Now().Sub(start).Round(time.Hour))
+	var deadlines []time.Time
+	for _, m := range s.calls.sa {
+		if d, ok := m["ApprovalDeadline"]; ok {
+			deadlines = append(deadlines, d.(time.Time))
+		}
+	}
+	s.Require().Len(deadlines, 2)
+	s.Equal(24*time.Hour, deadlines[1].Sub(deadlines[0]).Round(time.Hour))
+}
+
+func (s *ClaimSuite) TestCustomTTLs() {
+	start := s.env.Now()
+	s.start(testClaim("claim-0045", "2500.00"), Options{Approval: approvals.Policy{TTL: 3 * time.Second, EscalationTTL: 4 * time.Second}})
+	s.Equal(StatusExpired, s.result().Status)
+	s.Equal(7*time.Second, s.env.Now().Sub(start).Round(time.Second))
+}
+
+func (s *ClaimSuite) TestApprovalDuringEscalationIsHonoured() {
+	s.signal(80*time.Hour, approvals.SignalApprove, map[string]string{"approver": "supervisor-3"})
+	s.start(testClaim("claim-0046", "2500.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Equal(approvals.StageEscalated, r.Approval.Decision.Stage)
+	s.Equal("supervisor-3", r.Approval.Decision.Approver)
+	s.Len(s.calls.escalated, 1)
+	s.Len(s.calls.pays, 1)
+}
+
+func (s *ClaimSuite) TestMalformedAndDuplicateSignalsAreRecordedAndIgnored() {
+	s.signal(time.Minute, approvals.SignalApprove, "yes please")                                  // not an object
+	s.signal(2*time.Minute, approvals.SignalApprove, map[string]string{"note": "no approver"})    // missing approver
+	s.signal(3*time.Minute, approvals.SignalApprove, map[string]string{"aprover": "adjuster-17"}) // misspelt
+	s.signal(4*time.Minute, approvals.SignalApprove, nil)                                         // empty
+	s.signal(5*time.Minute, approvals.SignalReject, map[string]string{"approver": "adjuster-17"}) // no reason
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17"}) // accepted
+		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17"}) // duplicate
+		s.env.SignalWorkflow(approvals.SignalReject, map[string]string{"approver": "adjuster-9", "reason": "late"})
+	}, 6*time.Minute)
+	s.start(testClaim("claim-0047", "1840.00"), Options{})
+
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Len(s.calls.pays, 1)
+	att := r.Attempts
+	s.Require().Len(att, 8)
+	for i, want := range []string{"malformed payload", "approver is required", "unknown field", "empty payload",
+		"needs a reason", "", "not waiting", "not waiting"} {
+		if want == "" {
+			s.True(att[i].Accepted, "attempt %d", i)
+			continue
+		}
+		s.False(att[i].Accepted, "attempt %d", i)
+		s.Contains(att[i].Refusal, want, "attempt %d", i)
+	}
+	s.Contains(att[0].Payload, "yes please")
+	s.Equal(att, s.calls.audits[0].Attempts, "the audit record carries every attempt")
+}
+
+func (s *ClaimSuite) TestSignalBeforeTheWaitIsRefused() {
+	// An approval sent before the request exists approves nothing.
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	}, 0)
+	s.start(testClaim("claim-0048", "1840.00"), Options{Approval: approvals.Policy{TTL: time.Second, EscalationTTL: time.Second}})
+	r := s.result()
+	s.Equal(StatusExpired, r.Status)
+	s.Require().NotEmpty(r.Attempts)
+	s.Contains(r.Attempts[0].Refusal, "not waiting")
+}
+
+func (s *ClaimSuite) TestStaleHashIsRefusedAndMatchingPrefixAccepted() {
+	var sum string
+	s.env.RegisterDelayedCallback(func() { sum = s.status().Approval.RequestSHA256 }, time.Minute)
+	s.signal(2*time.Minute, approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "payload_sha256": "0123456789ab"})
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "payload_sha256": sum[:12]})
+	}, 3*time.Minute)
+	s.start(testClaim("claim-0049", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Require().Len(r.Attempts, 2)
+	s.Contains(r.Attempts[0].Refusal, "stale decision")
+	s.True(r.Approval.Decision.HashBound)
+}
+
+func (s *ClaimSuite) TestConfigurableThreshold() {
+	c := testClaim("claim-0050", "1840.00")
+	s.start(c, Options{AutoApproveLimitMinor: 500_000})
+	s.Equal(StatusPaid, s.result().Status)
+	s.Nil(s.result().Approval)
+}
+
+func (s *ClaimSuite) TestFraudSignalsSendSmallClaimsToAHuman() {
+	c := testClaim("claim-0051", "200.00")
+	c.Description, c.Documents = "urgent cash", nil // thin, pressure language, no documents
+	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(c, Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Require().NotNil(r.Approval)
+	s.Contains(r.Approval.Request.Reasons[0], "fraud score")
+}
+
+func (s *ClaimSuite) TestUncoveredClaimIsRejectedWithoutAssessment() {
+	c := testClaim("claim-0052", "200.00")
+	c.PolicyID = "pol-9999"
+	s.start(c, Options{})
+	r := s.result()
+	s.Equal(StatusRejected, r.Status)
+	s.Equal("no such policy", r.Reason)
+	s.Empty(s.calls.keys["assess"])
+	s.Empty(s.calls.pays)
+	s.Len(s.calls.closes, 1)
+}
+
+func (s *ClaimSuite) TestDeductibleAndLimitClampThePayout() {
+	c := testClaim("claim-0053", "2000.00")
+	c.PolicyID = "pol-2002" // deductible 250, limit 1500
+	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(c, Options{})
+	r := s.result()
+	s.Equal("1500.00", r.Payout)
+	s.Equal(int64(150_000), s.calls.pays[0].AmountMinor)
+}
+
+func (s *ClaimSuite) TestRefusedPaymentDeadLetters() {
+	s.calls.payErr = temporal.NewNonRetryableApplicationError("stripe 400 invalid_request_error: No such destination", activities.ErrPaymentRefused, nil)
+	s.start(testClaim("claim-0054", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(int(claim.StepPay), r.DeadLetter.Step)
+	s.Equal(activities.ErrPaymentRefused, r.DeadLetter.ErrorType)
+	s.Equal([]string{"payment claim-0054:step6"}, r.DeadLetter.UnknownEffects)
+	s.Empty(s.calls.notices, "nothing after a failed payment")
+	s.Equal([]string{StatusRunning, StatusDeadLettered}, s.statuses())
+}
+
+func (s *ClaimSuite) TestWithdrawnBeforeProcessing() {
+	s.calls.loadStatus = "withdrawn"
+	s.start(testClaim("claim-0055", "640.00"), Options{})
+	s.Equal(StatusWithdrawn, s.result().Status)
+	s.Empty(s.calls.keys["triage"])
+	s.Empty(s.calls.pays)
+}
+
+func TestWorkflowIDMustBeClaimID(t *testing.T) {
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "something-else"})
+	env.ExecuteWorkflow(ClaimWorkflow, ClaimInput{Claim: testClaim("claim-0042", "10.00")})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(env.GetWorkflowError(), &appErr))
+	assert.Equal(t, activities.ErrInvalidInput, appErr.Type())
+	assert.Contains(t, appErr.Error(), "must be the claim ID")
+}
