@@ -1,0 +1,74 @@
+// Package config reads the settings the binaries share from the
+// environment, with the defaults DESIGN.md gives, and connects to Temporal
+// the way the Temporal CLI and SDK envconfig do (TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS variables, profiles).
+package config
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
+)
+
+// Get returns the variable or def when it is unset or empty.
+func Get(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// Duration reads a Go duration ("72h", "5s").
+func Duration(name string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
+	}
+	return d, nil
+}
+
+// Logger builds the process logger from LOG_LEVEL (debug, info, warn, error)
+// and LOG_FORMAT (text, json).
+func Logger(component string) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(Get("LOG_LEVEL", "info"))); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if strings.EqualFold(Get("LOG_FORMAT", "text"), "json") {
+		h = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	return slog.New(h).With("component", component)
+}
+
+// ClaimsDB is the system of record's SQLite file.
+func ClaimsDB() string { return Get("CLAIMS_DB", "var/claims.db") }
+
+// Dial connects to Temporal from the environment.
+func Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return nil, fmt.Errorf("temporal client settings: %w", err)
+	}
+	if opts.HostPort == "" {
+		opts.HostPort = client.DefaultHostPort
+	}
+	opts.Logger = log.NewStructuredLogger(logger)
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal at %s (namespace %q): %w", opts.HostPort, opts.Namespace, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,139 @@
+// Package crash kills the worker process, for real, at a chosen point of a
+// chosen claim: the demo and the crash tests use it to show that a claim
+// resumes where it stopped and pays once. Off unless --crash-at is given.
+//
+// Each point fires once. That it fired is written (and synced) to a state
+// file before the kill, so the restarted worker carries on.
+package crash
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Point is where to crash: a claim's step, before or after its side effect.
+type Point struct {
+	WorkflowID string
+	Step       claim.Step
+	Phase      activities.Phase
+}
+
+func (p Point) String() string { return fmt.Sprintf("%s:%d:%s", p.WorkflowID, p.Step, p.Phase) }
+
+// Parse reads "claim-0042:7,claim-0043:6:after-effect". The phase defaults
+// to before-effect.
+func Parse(spec string) ([]Point, error) {
+	var out []Point
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		parts := strings.Split(item, ":")
+		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
+			return nil, fmt.Errorf("crash point %q: want CLAIM:STEP[:before-effect|after-effect]", item)
+		}
+		step, err := strconv.Atoi(parts[1])
+		if err != nil || step < int(claim.StepIntake) || step > int(claim.StepAudit) {
+			return nil, fmt.Errorf("crash point %q: step must be 1 to 9", item)
+		}
+		p := Point{WorkflowID: parts[0], Step: claim.Step(step), Phase: activities.BeforeEffect}
+		if len(parts) == 3 {
+			switch ph := activities.Phase(parts[2]); ph {
+			case activities.BeforeEffect, activities.AfterEffect:
+				p.Phase = ph
+			default:
+				return nil, fmt.Errorf("crash point %q: phase must be before-effect or after-effect", item)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// Injector implements activities.Faults.
+type Injector struct {
+	points    []Point
+	stateFile string
+	log       *slog.Logger
+	mu        sync.Mutex
+	// kill is the process kill; tests replace it.
+	kill func()
+}
+
+// New returns an injector for points, remembering fired points in stateFile.
+func New(points []Point, stateFile string, log *slog.Logger) *Injector {
+	return &Injector{points: points, stateFile: stateFile, log: log, kill: func() {
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}}
+}
+
+// At kills the process if (key, phase) is an armed point that has not fired.
+func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase activities.Phase) {
+	for _, p := range i.points {
+		if p.Phase != phase || claim.StepKey(p.WorkflowID, p.Step) != key {
+			continue
+		}
+		i.mu.Lock()
+		defer i.mu.Unlock()
+		fired, err := i.fired()
+		if err != nil {
+			i.log.Error("crash state unreadable; not crashing", "error", err)
+			return
+		}
+		if fired[p.String()] {
+			return
+		}
+		if err := i.remember(p); err != nil {
+			i.log.Error("crash state unwritable; not crashing", "error", err)
+			return
+		}
+		i.log.Warn("crash injection: killing this worker with SIGKILL", "point", p.String(), "key", string(key))
+		i.kill()
+		return
+	}
+}
+
+func (i *Injector) fired() (map[string]bool, error) {
+	f, err := os.Open(i.stateFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]bool{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out[strings.TrimSpace(sc.Text())] = true
+	}
+	return out, sc.Err()
+}
+
+func (i *Injector) remember(p Point) error {
+	f, err := os.OpenFile(i.stateFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, p.String()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

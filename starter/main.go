@@ -1,0 +1,219 @@
+// Command starter starts claims: it validates every claim first (a malformed
+// one exits 2 with the field and the reason, and nothing is started),
+// registers each in the claims system of record, and starts one
+// ClaimWorkflow per claim with the claim ID as workflow ID. Starting a claim
+// that already exists returns the existing run, never a second one.
+//
+//	starter [flags] CLAIM.json...
+//	starter [flags] --claim-id claim-0042 --policy pol-1001 --name … --email … --account acct_… --amount 1840.00 [--currency usd]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitInvalid = 2
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+type options struct {
+	autoApprove   string
+	approvalTTL   time.Duration
+	escalationTTL time.Duration
+	file          claim.File
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.autoApprove, "auto-approve", config.Get("AUTO_APPROVE_LIMIT", workflows.DefaultAutoApproveLimit), "largest payout paid without a human, in the claim's currency (env AUTO_APPROVE_LIMIT)")
+	fs.DurationVar(&o.approvalTTL, "approval-ttl", approvals.DefaultTTL, "how long adjusters have before a wait escalates")
+	fs.DurationVar(&o.escalationTTL, "escalation-ttl", approvals.DefaultEscalationTTL, "how long supervisors then have before the claim expires unpaid")
+	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
+	fs.StringVar(&o.file.PolicyID, "policy", "", "policy ID")
+	fs.StringVar(&o.file.Claimant.Name, "name", "", "claimant name")
+	fs.StringVar(&o.file.Claimant.Email, "email", "", "claimant e-mail")
+	fs.StringVar(&o.file.Claimant.StripeAccount, "account", "", "claimant Stripe connected account (acct_…)")
+	fs.StringVar(&o.file.Amount, "amount", "", "claimed amount, a decimal string like 1840.00")
+	fs.StringVar(&o.file.Currency, "currency", "usd", "currency")
+	fs.StringVar(&o.file.Description, "description", "", "what happened")
+	if err := fs.Parse(args); err != nil {
+		return exitInvalid
+	}
+	if fs.NArg() == 0 && o.file.ClaimID == "" {
+		fmt.Fprintln(stderr, "starter: give claim files, or --claim-id and the other claim flags")
+		fs.Usage()
+		return exitInvalid
+	}
+
+	// Validate everything before starting anything.
+	type named struct {
+		source string
+		claim  claim.Claim
+	}
+	var claims []named
+	bad := false
+	if o.file.ClaimID != "" {
+		c, err := o.file.Claim()
+		if err != nil {
+			report(stderr, "flags", err)
+			bad = true
+		}
+		claims = append(claims, named{"flags", c})
+	}
+	for _, path := range fs.Args() {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", path, err)
+			bad = true
+			continue
+		}
+		c, err := claim.Parse(data)
+		if err != nil {
+			report(stderr, path, err)
+			bad = true
+		}
+		claims = append(claims, named{path, c})
+	}
+	seen := map[string]string{}
+	for _, n := range claims {
+		if prev, dup := seen[n.claim.ID]; dup && n.claim.ID != "" {
+			fmt.Fprintf(stderr, "%s: claim_id: %s is also in %s\n", n.source, n.claim.ID, prev)
+			bad = true
+		}
+		seen[n.claim.ID] = n.source
+	}
+	inputs := make([]workflows.ClaimInput, 0, len(claims))
+	for _, n := range claims {
+		in, err := o.input(n.claim)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", n.source, err)
+			bad = true
+		}
+		inputs = append(inputs, in)
+	}
+	if bad {
+		fmt.Fprintln(stderr, "starter: nothing started")
+		return exitInvalid
+	}
+
+	logger := config.Logger("starter")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(config.ClaimsDB())
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return exitFailed
+	}
+	defer st.Close()
+	c, err := config.Dial(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return exitFailed
+	}
+	defer c.Close()
+
+	code := exitOK
+	for _, in := range inputs {
+		if err := start(ctx, c, st, in, stdout); err != nil {
+			logger.Error("start failed", "claim", in.Claim.ID, "error", err)
+			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
+			code = exitFailed
+			if errors.Is(err, store.ErrConflict) {
+				code = exitInvalid
+			}
+		}
+	}
+	return code
+}
+
+func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
+	in := workflows.ClaimInput{Claim: c, Options: workflows.Options{
+		Approval: approvals.Policy{TTL: o.approvalTTL, EscalationTTL: o.escalationTTL},
+	}}
+	if c.Currency == "" {
+		return in, nil
+	}
+	limit, err := claim.ParseAmount(o.autoApprove, c.Currency)
+	if err != nil {
+		return in, fmt.Errorf("--auto-approve: %v", err)
+	}
+	in.Options.AutoApproveLimitMinor = limit
+	if o.approvalTTL <= 0 || o.escalationTTL <= 0 {
+		return in, fmt.Errorf("--approval-ttl and --escalation-ttl must be positive")
+	}
+	return in, nil
+}
+
+func report(w io.Writer, source string, err error) {
+	var verr claim.ValidationError
+	if errors.As(err, &verr) {
+		for _, fe := range verr {
+			fmt.Fprintf(w, "%s: %s: %s\n", source, fe.Field, fe.Reason)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s: %v\n", source, err)
+}
+
+// start registers the claim and starts its workflow, or reports the run that
+// already exists for it.
+func start(ctx context.Context, c client.Client, st *store.Store, in workflows.ClaimInput, out io.Writer) error {
+	id := in.Claim.ID
+	if _, _, err := st.PutClaim(ctx, in.Claim); err != nil {
+		return err
+	}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:        id,
+		TaskQueue: workflows.TaskQueue,
+		// One run per claim, ever: a second start of a running or finished
+		// claim is refused by the server and reported here.
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK quietly hands back the existing run, and we
+		// could not tell the operator that nothing new was started.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning)),
+	}, workflows.WorkflowType, in)
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &already):
+		desc, derr := c.DescribeWorkflowExecution(ctx, id, "")
+		if derr != nil {
+			return derr
+		}
+		fmt.Fprintf(out, "%s already exists (run %s, %s); not starting another\n", id, already.RunId,
+			strings.ToLower(desc.GetWorkflowExecutionInfo().GetStatus().String()))
+	case err != nil:
+		return err
+	default:
+		fmt.Fprintf(out, "started %s (run %s), %s %s\n", id, run.GetRunID(), in.Claim.Amount(), in.Claim.Currency)
+	}
+	fmt.Fprintf(out, "  approve: temporal workflow signal --workflow-id %s --name approve --input '{\"approver\":\"adjuster-17\"}'\n", id)
+	return nil
+}

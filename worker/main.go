@@ -1,0 +1,122 @@
+// Command worker runs the claims worker: it connects to Temporal from the
+// environment, registers ClaimWorkflow and its activities on task queue
+// "claims", and drains on SIGTERM or SIGINT.
+//
+//	worker [--crash-at claim-0042:7,claim-0043:6:after-effect] [--crash-state FILE]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/smtp"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/crash"
+	"github.com/durableclaims/durableclaims/internal/heartbeat"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+func main() {
+	crashAt := flag.String("crash-at", "", "kill this process with SIGKILL once at each point: CLAIM:STEP[:before-effect|after-effect],…")
+	crashState := flag.String("crash-state", "", "file that remembers fired crash points (default: next to CLAIMS_DB)")
+	flag.Parse()
+	logger := config.Logger("worker")
+	if err := run(logger, *crashAt, *crashState); err != nil {
+		logger.Error("worker stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(logger *slog.Logger, crashAt, crashState string) error {
+	acts, closeActs, err := newActivities(logger)
+	if err != nil {
+		return err
+	}
+	defer closeActs()
+	if crashAt != "" {
+		points, err := crash.Parse(crashAt)
+		if err != nil {
+			return err
+		}
+		if crashState == "" {
+			crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
+		}
+		acts.Faults = crash.New(points, crashState, logger)
+		logger.Warn("crash injection armed", "points", crashAt, "state", crashState)
+	}
+
+	c, err := config.Dial(context.Background(), logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	w := worker.New(c, workflows.TaskQueue, worker.Options{
+		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New()},
+		// On SIGTERM, let running activities finish their step (within the
+		// heartbeat-bounded budget) before exiting; anything longer is retried
+		// elsewhere with the same idempotency key.
+		WorkerStopTimeout: 20 * time.Second,
+	})
+	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	w.RegisterActivity(acts)
+	logger.Info("worker starting", "task_queue", workflows.TaskQueue, "claims_db", config.ClaimsDB(), "model", acts.Model.Name())
+	if err := w.Run(worker.InterruptCh()); err != nil {
+		return err
+	}
+	logger.Info("worker drained and stopped")
+	return nil
+}
+
+// newActivities wires the activities' dependencies from the environment.
+func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) {
+	st, err := store.Open(config.ClaimsDB())
+	if err != nil {
+		return nil, nil, err
+	}
+	policies, err := activities.LoadPolicies(os.Getenv("POLICIES_FILE"))
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	var model activities.Model
+	switch p := config.Get("MODEL_PROVIDER", "rules"); p {
+	case "rules":
+		model = activities.RulesModel{}
+	default:
+		st.Close()
+		return nil, nil, fmt.Errorf("MODEL_PROVIDER=%q: only \"rules\" is available", p)
+	}
+	var mailer activities.Mailer = activities.SpoolMailer{Dir: config.Get("MAIL_SPOOL", "var/mail")}
+	if addr := os.Getenv("SMTP_ADDR"); addr != "" {
+		var auth smtp.Auth
+		if u := os.Getenv("SMTP_USERNAME"); u != "" {
+			host, _, _ := net.SplitHostPort(addr)
+			auth = smtp.PlainAuth("", u, os.Getenv("SMTP_PASSWORD"), host)
+		}
+		mailer = activities.SMTPMailer{Addr: addr, Auth: auth}
+	}
+	stripeCfg := activities.StripeConfig{SecretKey: os.Getenv("STRIPE_SECRET_KEY"), APIBase: os.Getenv("STRIPE_API_BASE")}.Resolve()
+	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
+	return &activities.Activities{
+		Store:       st,
+		Stripe:      activities.NewStripeClient(stripeCfg),
+		Model:       model,
+		Mailer:      mailer,
+		Policies:    policies,
+		From:        config.Get("MAIL_FROM", "claims@durableclaims.local"),
+		Supervisors: config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
+	}, func() { st.Close() }, nil
+}
