@@ -1,0 +1,215 @@
+// Package e2e runs durableclaims as it runs in production: a Temporal dev
+// server, stripesim, the real worker binary killed with SIGKILL by its own
+// crash injection and restarted by a supervisor, claims started by the real
+// starter binary, approvals sent with the real `temporal workflow signal`.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+type world struct {
+	t        *testing.T
+	temporal string
+	bin      string
+	env      []string
+	client   client.Client
+	store    string
+	mail     string
+	stripe   *activities.Activities // only its Stripe client, to list transfers
+}
+
+func newWorld(t *testing.T) *world {
+	srv := testenv.DevServer(t)
+	_, stripeURL := testenv.Stripe(t)
+	dir := t.TempDir()
+	w := &world{t: t, temporal: testenv.TemporalCLI(t), bin: testenv.Binaries(t), client: srv.Client(),
+		store: filepath.Join(dir, "claims.db"), mail: filepath.Join(dir, "mail")}
+	w.env = []string{
+		"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
+		"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",
+		"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "LOG_LEVEL=info",
+	}
+	w.stripe = &activities.Activities{Stripe: activities.NewStripeClient(activities.StripeConfig{APIBase: stripeURL})}
+	return w
+}
+
+func (w *world) claimFile(id, amount string) string {
+	path := filepath.Join(w.t.TempDir(), id+".json")
+	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Ada Lovelace","email":"ada@example.com","stripe_account":"acct_1Ada"},
+		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"a.jpg","path":"blob://a.jpg"}]}`, id, amount)
+	require.NoError(w.t, os.WriteFile(path, []byte(doc), 0o644))
+	return path
+}
+
+func (w *world) start(files ...string) string {
+	out, err := testenv.Run(w.t, w.env, filepath.Join(w.bin, "starter"), files...)
+	require.NoError(w.t, err, out)
+	return out
+}
+
+func (w *world) result(id string) workflows.ClaimResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var r workflows.ClaimResult
+	require.NoError(w.t, w.client.GetWorkflow(ctx, id, "").Get(ctx, &r), "result of %s", id)
+	return r
+}
+
+func (w *world) waitStatus(id, status string) {
+	require.Eventually(w.t, func() bool {
+		v, err := w.client.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
+		if err != nil {
+			return false
+		}
+		var s workflows.Status
+		return v.Get(&s) == nil && s.State == status
+	}, time.Minute, 100*time.Millisecond, "%s never reached %s", id, status)
+}
+
+// attempts returns, per activity type, the attempt that finally ran.
+func (w *world) attempts(id string) map[string]int32 {
+	out := map[string]int32{}
+	scheduled := map[int64]string{}
+	it := w.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(w.t, err)
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			scheduled[e.GetEventId()] = a.GetActivityType().GetName()
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			out[scheduled[a.GetScheduledEventId()]] = a.GetAttempt()
+		}
+	}
+	return out
+}
+
+func (w *world) modelCalls(id string) map[claim.Step]int {
+	st, err := store.Open(w.store)
+	require.NoError(w.t, err)
+	defer st.Close()
+	calls, err := st.ModelCalls(context.Background(), id)
+	require.NoError(w.t, err)
+	out := map[claim.Step]int{}
+	for _, c := range calls {
+		switch c.Key {
+		case claim.StepKey(id, claim.StepTriage):
+			out[claim.StepTriage]++
+		case claim.StepKey(id, claim.StepAssess):
+			out[claim.StepAssess]++
+		}
+	}
+	return out
+}
+
+func (w *world) transfers(id string) (n int, total int64) {
+	it := w.stripe.Stripe.Transfers.List(transferGroup(id))
+	for it.Next() {
+		n++
+		total += it.Transfer().Amount
+	}
+	require.NoError(w.t, it.Err())
+	return n, total
+}
+
+func (w *world) mails(id string) int {
+	files, err := filepath.Glob(filepath.Join(w.mail, id+".step7*.eml"))
+	require.NoError(w.t, err)
+	return len(files)
+}
+
+// TestCrashesCostOneStepAndNeverASecondPayment kills the real worker with
+// SIGKILL inside step 6 after Stripe made the transfer, in step 7 before the
+// e-mail, and in step 4 before the model call, one claim at a time so each
+// kill interrupts exactly one step.
+func TestCrashesCostOneStepAndNeverASecondPayment(t *testing.T) {
+	w := newWorld(t)
+	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"),
+		"--crash-at", "claim-e2e-pay:6:after-effect,claim-e2e-notify:7,claim-e2e-assess:4",
+		"--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
+
+	// Step 6, after the effect: the transfer exists, the history does not
+	// know. The retry must get the original transfer back.
+	payFile := w.claimFile("claim-e2e-pay", "640.00")
+	out := w.start(payFile)
+	assert.Contains(t, out, "started claim-e2e-pay")
+	pay := w.result("claim-e2e-pay")
+	assert.Equal(t, workflows.StatusPaid, pay.Status)
+	assert.True(t, pay.PaymentReplayed, "the retried step 6 returned the original transfer")
+	assert.Equal(t, 1, worker.Kills())
+	out = w.start(payFile)
+	assert.Contains(t, out, "claim-e2e-pay already exists", "a finished claim is never started again")
+	assert.Contains(t, out, "completed")
+
+	// Step 7 on an approved claim: approve through the real CLI.
+	w.start(w.claimFile("claim-e2e-notify", "1840.00"))
+	w.waitStatus("claim-e2e-notify", workflows.StatusWaiting)
+	out, err := testenv.Run(t, nil, w.temporal, "workflow", "signal", "--address", addr(w.env), "--namespace", "default",
+		"--workflow-id", "claim-e2e-notify", "--name", "approve", "--input", `{"approver":"adjuster-17","note":"e2e"}`)
+	require.NoError(t, err, out)
+	notify := w.result("claim-e2e-notify")
+	assert.Equal(t, workflows.StatusPaid, notify.Status)
+	assert.Equal(t, "adjuster-17", notify.Approval.Decision.Approver)
+	assert.False(t, notify.PaymentReplayed)
+	assert.Equal(t, 2, worker.Kills())
+
+	// Step 4, before the model call: triage (step 2) was recorded and must
+	// not be asked again.
+	w.start(w.claimFile("claim-e2e-assess", "320.00"))
+	assert.Equal(t, workflows.StatusPaid, w.result("claim-e2e-assess").Status)
+	assert.Equal(t, 3, worker.Kills())
+
+	for id, resumed := range map[string]string{"claim-e2e-pay": "PayClaimant", "claim-e2e-notify": "NotifyClaimant", "claim-e2e-assess": "AssessClaim"} {
+		n, _ := w.transfers(id)
+		assert.Equal(t, 1, n, "%s: exactly one transfer", id)
+		assert.Equal(t, 1, w.mails(id), "%s: exactly one claimant e-mail", id)
+		assert.Equal(t, map[claim.Step]int{claim.StepTriage: 1, claim.StepAssess: 1}, w.modelCalls(id),
+			"%s: each model step called once: completed steps are read from history, never asked again", id)
+		for typ, attempt := range w.attempts(id) {
+			if typ == resumed {
+				assert.Equal(t, int32(2), attempt, "%s: the interrupted step %s ran again", id, typ)
+			} else {
+				assert.Equal(t, int32(1), attempt, "%s: step %s was not interrupted and ran once", id, typ)
+			}
+		}
+	}
+	n, total := w.transfers("claim-e2e-notify")
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(184000), total)
+
+	// The operator's view agrees, computed from the provider.
+	out, err = testenv.Run(t, w.env, filepath.Join(w.bin, "claimsctl"), "payments", "claim-e2e-pay", "claim-e2e-notify", "claim-e2e-assess")
+	require.NoError(t, err, out)
+	assert.Equal(t, "claim-e2e-pay: 1 transfer, total 640.00 usd\nclaim-e2e-notify: 1 transfer, total 1840.00 usd\nclaim-e2e-assess: 1 transfer, total 320.00 usd\n", out)
+	out, err = testenv.Run(t, w.env, filepath.Join(w.bin, "claimsctl"), "show", "claim-e2e-pay")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "REPLAYED")
+	assert.True(t, strings.Contains(out, "step 6 pay") && strings.Contains(out, "RESUMED: attempt 2"), out)
+}
+
+func addr(env []string) string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "TEMPORAL_ADDRESS="); ok {
+			return v
+		}
+	}
+	return ""
+}
