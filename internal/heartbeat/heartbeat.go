@@ -16,13 +16,13 @@ import (
 )
 
 // New returns the worker interceptor.
-func New() interceptor.WorkerInterceptor { return &worker{} }
+func New() interceptor.WorkerInterceptor { return &workerInterceptor{} }
 
-type worker struct {
+type workerInterceptor struct {
 	interceptor.WorkerInterceptorBase
 }
 
-func (w *worker) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+func (w *workerInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	i := &inbound{}
 	i.Next = next
 	return i
