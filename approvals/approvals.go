@@ -17,10 +17,14 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
-// Signal names: contracts used by runbooks and `temporal workflow signal`.
+// Names used by runbooks, `temporal workflow signal` and
+// `temporal workflow update execute`.
 const (
 	SignalApprove = "approve"
 	SignalReject  = "reject"
+	// UpdateDecide is the validated update: a refused decision is answered
+	// synchronously and never enters history.
+	UpdateDecide = "decide"
 )
 
 // Verdict is what a decision says.
@@ -81,10 +85,26 @@ type Input struct {
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 }
 
+// DecideInput is the payload of the decide update:
+// {"approver":"adjuster-17","decision":"approve"|"reject","reason":"…","payload_sha256":"…"}.
+type DecideInput struct {
+	Approver      string  `json:"approver"`
+	Decision      Verdict `json:"decision"`
+	Reason        string  `json:"reason,omitempty"`
+	Note          string  `json:"note,omitempty"`
+	PayloadSHA256 string  `json:"payload_sha256,omitempty"`
+}
+
+// Input is the decision's common part.
+func (d DecideInput) Input() Input {
+	return Input{Approver: d.Approver, Note: d.Note, Reason: d.Reason, PayloadSHA256: d.PayloadSHA256}
+}
+
 // Decision is an accepted decision, with the request the approver was shown.
 type Decision struct {
 	Verdict       Verdict   `json:"verdict"`
 	Approver      string    `json:"approver"`
+	Role          string    `json:"role,omitempty"`
 	Note          string    `json:"note,omitempty"`
 	Reason        string    `json:"reason,omitempty"`
 	Channel       string    `json:"channel"`
@@ -99,38 +119,58 @@ type Decision struct {
 
 // Attempt is one decision attempt, accepted or refused: the audit trail.
 type Attempt struct {
-	At       time.Time `json:"at"`
-	Channel  string    `json:"channel"`
-	Name     string    `json:"name"`
-	Approver string    `json:"approver,omitempty"`
-	Accepted bool      `json:"accepted"`
-	Refusal  string    `json:"refusal,omitempty"`
+	At            time.Time `json:"at"`
+	Channel       string    `json:"channel"`
+	Name          string    `json:"name"`
+	Approver      string    `json:"approver,omitempty"`
+	Role          string    `json:"role,omitempty"`
+	Decision      Verdict   `json:"decision,omitempty"`
+	Reason        string    `json:"reason,omitempty"`
+	PayloadSHA256 string    `json:"payload_sha256,omitempty"`
+	Accepted      bool      `json:"accepted"`
+	Refusal       string    `json:"refusal,omitempty"`
 	// Payload is the raw payload, cut to 256 bytes, for refused attempts.
 	Payload string `json:"payload,omitempty"`
 }
 
-// Policy is the TTL and escalation policy of a wait.
+// Policy is the declarative TTL and escalation policy of a wait:
+//
+//	requested ──ReminderAt×TTL──▶ reminder ──TTL──▶ escalated ──EscalationTTL──▶ FinalOutcome
 type Policy struct {
-	// TTL is how long adjusters have before the wait escalates (default 72 h).
+	// TTL is how long adjusters have before the wait escalates to the
+	// supervisors (default 72 h).
 	TTL time.Duration `json:"ttl"`
-	// EscalationTTL is how long supervisors then have before the request
-	// expires with no payment (default 24 h).
+	// ReminderAt is the fraction of the TTL at which the adjusters are
+	// reminded (default 0.5; 1 or more: no reminder).
+	ReminderAt float64 `json:"reminder_at,omitempty"`
+	// EscalationTTL is how long supervisors then have (default 24 h).
 	EscalationTTL time.Duration `json:"escalation_ttl"`
+	// FinalOutcome is what happens when nobody decided by the second
+	// deadline: reject (the default; the claim ends expired, unpaid) or
+	// approve (paid by policy, recorded as such).
+	FinalOutcome Verdict `json:"final_outcome,omitempty"`
 }
 
-// Default durations.
+// Defaults.
 const (
 	DefaultTTL           = 72 * time.Hour
 	DefaultEscalationTTL = 24 * time.Hour
+	DefaultReminderAt    = 0.5
 )
 
-// WithDefaults fills unset durations.
+// WithDefaults fills unset fields.
 func (p Policy) WithDefaults() Policy {
 	if p.TTL <= 0 {
 		p.TTL = DefaultTTL
 	}
 	if p.EscalationTTL <= 0 {
 		p.EscalationTTL = DefaultEscalationTTL
+	}
+	if p.ReminderAt <= 0 {
+		p.ReminderAt = DefaultReminderAt
+	}
+	if p.FinalOutcome != Approve {
+		p.FinalOutcome = Reject
 	}
 	return p
 }

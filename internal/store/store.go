@@ -83,6 +83,17 @@ CREATE TABLE IF NOT EXISTS model_calls (
 	at            TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS model_calls_claim ON model_calls(claim_id);
+CREATE TABLE IF NOT EXISTS refusals (
+	id             INTEGER PRIMARY KEY AUTOINCREMENT,
+	claim_id       TEXT NOT NULL,
+	at             TEXT NOT NULL,
+	channel        TEXT NOT NULL,
+	approver       TEXT NOT NULL,
+	decision       TEXT NOT NULL,
+	payload_sha256 TEXT NOT NULL,
+	reason         TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS refusals_claim ON refusals(claim_id);
 `
 
 // Open opens (creating if needed) the store at path.
@@ -199,18 +210,6 @@ func (s *Store) CloseClaim(ctx context.Context, id string, key claim.Idempotency
 		return false, fmt.Errorf("store: close claim %s: %w", id, err)
 	}
 	return false, tx.Commit()
-}
-
-// SetStatus changes a claim's status (a withdrawal, say), bumping its version.
-func (s *Store) SetStatus(ctx context.Context, id, status string) error {
-	res, err := s.db.ExecContext(ctx, `UPDATE claims SET status = ?, version = version + 1, updated_at = ? WHERE id = ?`, status, s.stamp(), id)
-	if err != nil {
-		return fmt.Errorf("store: set status of %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
-	}
-	return nil
 }
 
 func nullIfEmpty(s string) any {
@@ -373,4 +372,113 @@ func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, er
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// Refusal is a decision refused before it reached the workflow's history:
+// an update turned away by its validator. The worker records these here so
+// the audit trail holds every attempt, not only those history kept.
+type Refusal struct {
+	ClaimID       string    `json:"claim_id"`
+	At            time.Time `json:"at"`
+	Channel       string    `json:"channel"`
+	Approver      string    `json:"approver"`
+	Decision      string    `json:"decision"`
+	PayloadSHA256 string    `json:"payload_sha256,omitempty"`
+	Reason        string    `json:"refusal"`
+}
+
+// RecordRefusal appends a refused decision.
+func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO refusals (claim_id, at, channel, approver, decision, payload_sha256, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.ClaimID, r.At.UTC().Format(time.RFC3339Nano), r.Channel, r.Approver, r.Decision, r.PayloadSHA256, r.Reason)
+	if err != nil {
+		return fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
+	}
+	return nil
+}
+
+// Refusals lists a claim's refused decisions, oldest first.
+func (s *Store) Refusals(ctx context.Context, claimID string) ([]Refusal, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT claim_id, at, channel, approver, decision, payload_sha256, reason
+		FROM refusals WHERE claim_id = ? ORDER BY id`, claimID)
+	if err != nil {
+		return nil, fmt.Errorf("store: refusals of %s: %w", claimID, err)
+	}
+	defer rows.Close()
+	var out []Refusal
+	for rows.Next() {
+		var r Refusal
+		var at string
+		if err := rows.Scan(&r.ClaimID, &at, &r.Channel, &r.Approver, &r.Decision, &r.PayloadSHA256, &r.Reason); err != nil {
+			return nil, err
+		}
+		r.At, _ = time.Parse(time.RFC3339Nano, at)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// ErrClosed means the claim can no longer change: it was closed or withdrawn.
+var ErrClosed = errors.New("claim is closed")
+
+// Amend changes an open claim (its amount or payee, say), bumping its
+// version. A running workflow notices when it next re-reads the claim:
+// after an approval wait, before it pays.
+func (s *Store) Amend(ctx context.Context, id string, change func(*claim.Claim) error) (Record, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	var body, status string
+	var closedKey sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT body, status, closed_key FROM claims WHERE id = ?`, id).Scan(&body, &status, &closedKey)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
+	}
+	if closedKey.String != "" || status != StatusOpen {
+		return Record{}, fmt.Errorf("store: claim %s is %s: %w", id, status, ErrClosed)
+	}
+	var c claim.Claim
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		return Record{}, err
+	}
+	if err := change(&c); err != nil {
+		return Record{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Record{}, err
+	}
+	nb, err := json.Marshal(c)
+	if err != nil {
+		return Record{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE claims SET body = ?, version = version + 1, updated_at = ? WHERE id = ?`, string(nb), s.stamp(), id); err != nil {
+		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Record{}, err
+	}
+	return s.GetClaim(ctx, id)
+}
+
+// Withdraw marks an open claim withdrawn. The workflow ends it without
+// payment when it next re-reads the claim.
+func (s *Store) Withdraw(ctx context.Context, id string) (Record, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE claims SET status = ?, version = version + 1, updated_at = ?
+		WHERE id = ? AND status = ? AND closed_key IS NULL`, StatusWithdrawn, s.stamp(), id, StatusOpen)
+	if err != nil {
+		return Record{}, fmt.Errorf("store: withdraw %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		rec, err := s.GetClaim(ctx, id)
+		if err != nil {
+			return Record{}, err
+		}
+		return rec, fmt.Errorf("store: claim %s is %s: %w", id, rec.Status, ErrClosed)
+	}
+	return s.GetClaim(ctx, id)
 }
