@@ -29,8 +29,12 @@ type Activities struct {
 	Model    Model
 	Mailer   Mailer
 	Policies map[string]claim.Policy
-	// From is the sender of claimant e-mail; Supervisors receives escalations.
-	From, Supervisors string
+	// ApproversFile is the approver directory (empty: the sample); it is
+	// read on every approval so a changed file applies to the next one.
+	ApproversFile string
+	// From is the sender of claimant e-mail; Adjusters receives approval
+	// reminders and Supervisors escalations.
+	From, Adjusters, Supervisors string
 	// Faults, when set, is told where each side effect is about to happen and
 	// has just happened: the worker's crash injection hooks in here.
 	Faults Faults
@@ -97,5 +101,17 @@ func attempt(ctx context.Context) int {
 	}
 	return 1
 }
+
+// Meta is what every activity result says about its own execution: the
+// attempt that succeeded, so the workflow can count steps executed,
+// retries included, against the run's step cap.
+type Meta struct {
+	Attempt int32 `json:"attempt"`
+}
+
+// Attempts reports the attempt that produced the result.
+func (m Meta) Attempts() int32 { return m.Attempt }
+
+func meta(ctx context.Context) Meta { return Meta{Attempt: int32(attempt(ctx))} }
 
 func now() time.Time { return time.Now().UTC() }

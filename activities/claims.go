@@ -21,6 +21,7 @@ type LoadClaimResult struct {
 	Status  string        `json:"status"`
 	Version int64         `json:"version"`
 	Policy  *claim.Policy `json:"policy,omitempty"`
+	Meta
 }
 
 // LoadClaim is step 1: read the claim from the system of record (registering
@@ -37,7 +38,7 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if err != nil {
 		return LoadClaimResult{}, err
 	}
-	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version}
+	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, Meta: meta(ctx)}
 	if p, ok := a.Policies[rec.Claim.PolicyID]; ok {
 		res.Policy = &p
 	}
@@ -56,6 +57,7 @@ type CloseInput struct {
 // CloseResult says whether the close had already been recorded.
 type CloseResult struct {
 	Replayed bool `json:"replayed"`
+	Meta
 }
 
 // CloseClaim is step 8: record the outcome in the system of record, once.
@@ -72,7 +74,7 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 		return CloseResult{}, err
 	}
 	a.fault(ctx, in.Key, AfterEffect)
-	return CloseResult{Replayed: replayed}, nil
+	return CloseResult{Replayed: replayed, Meta: meta(ctx)}, nil
 }
 
 // AuditInput is step 9's input: the run's audit record, already rendered by
@@ -87,6 +89,7 @@ type AuditInput struct {
 type AuditResult struct {
 	SHA256   string `json:"sha256"`
 	Replayed bool   `json:"replayed"`
+	Meta
 }
 
 // WriteAudit is step 9: store the audit record under its key, once.
@@ -106,5 +109,5 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 		return AuditResult{}, err
 	}
 	a.fault(ctx, in.Key, AfterEffect)
-	return AuditResult{SHA256: sum, Replayed: replayed}, nil
+	return AuditResult{SHA256: sum, Replayed: replayed, Meta: meta(ctx)}, nil
 }

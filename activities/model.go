@@ -66,6 +66,7 @@ type ModelResult[T any] struct {
 	Model        string `json:"model"`
 	Usage        Usage  `json:"usage"`
 	OutputSHA256 string `json:"output_sha256"`
+	Meta
 }
 
 // TriageResult is step 2's recorded answer.
@@ -109,7 +110,7 @@ func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyK
 		return ModelResult[T]{}, err
 	}
 	sum := sha256.Sum256(b)
-	res := ModelResult[T]{Output: out, Model: a.Model.Name(), Usage: usage, OutputSHA256: hex.EncodeToString(sum[:])}
+	res := ModelResult[T]{Output: out, Model: a.Model.Name(), Usage: usage, OutputSHA256: hex.EncodeToString(sum[:]), Meta: meta(ctx)}
 	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: claimID, Key: key, Provider: res.Model, Attempt: attempt(ctx),
 		TokensIn: usage.TokensIn, TokensOut: usage.TokensOut, OutputSHA256: res.OutputSHA256}); err != nil {
 		return ModelResult[T]{}, err

@@ -107,6 +107,7 @@ type NotifyInput struct {
 type NotifyResult struct {
 	MessageID string `json:"message_id"`
 	Replayed  bool   `json:"replayed"`
+	Meta
 }
 
 // NotifyClaimant is step 7: tell the claimant the outcome, once.
@@ -125,8 +126,8 @@ func (a *Activities) NotifyClaimant(ctx context.Context, in NotifyInput) (Notify
 	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: in.To, Subject: subject, Body: body})
 }
 
-// EscalateInput asks for a supervisor on a claim whose approval timed out.
-type EscalateInput struct {
+// NoticeInput describes a pending approval for a reminder or an escalation.
+type NoticeInput struct {
 	Key           claim.IdempotencyKey `json:"key"`
 	ClaimID       string               `json:"claim_id"`
 	Amount        string               `json:"amount"`
@@ -135,17 +136,28 @@ type EscalateInput struct {
 	Deadline      time.Time            `json:"deadline"`
 }
 
+// RemindApprovers nudges the adjusters' queue about a claim still waiting
+// at the reminder point of its TTL, once.
+func (a *Activities) RemindApprovers(ctx context.Context, in NoticeInput) (NotifyResult, error) {
+	subject := fmt.Sprintf("Reminder: claim %s awaits a decision", in.ClaimID)
+	return a.approvalNotice(ctx, in, a.Adjusters, subject, "is still waiting for a decision")
+}
+
 // EscalateApproval tells the supervisors' queue that a claim's approval
 // passed its deadline, once.
-func (a *Activities) EscalateApproval(ctx context.Context, in EscalateInput) (NotifyResult, error) {
+func (a *Activities) EscalateApproval(ctx context.Context, in NoticeInput) (NotifyResult, error) {
+	subject := fmt.Sprintf("Escalated: claim %s awaits a supervisor", in.ClaimID)
+	return a.approvalNotice(ctx, in, a.Supervisors, subject, "was not decided in time and is escalated to supervisors")
+}
+
+func (a *Activities) approvalNotice(ctx context.Context, in NoticeInput, to, subject, what string) (NotifyResult, error) {
 	if err := requireKey(in.Key); err != nil {
 		return NotifyResult{}, err
 	}
-	subject := fmt.Sprintf("Escalated: claim %s awaits a supervisor", in.ClaimID)
-	body := fmt.Sprintf("Claim %s (%s %s) was not decided in time.\nRequest sha256: %s\nFinal deadline: %s\n\n"+
-		"Approve: temporal workflow signal --workflow-id %s --name approve --input '{\"approver\":\"<you>\",\"payload_sha256\":\"%s\"}'\n",
-		in.ClaimID, in.Amount, strings.ToUpper(in.Currency), in.RequestSHA256, in.Deadline.Format(time.RFC3339), in.ClaimID, in.RequestSHA256)
-	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: a.Supervisors, Subject: subject, Body: body})
+	body := fmt.Sprintf("Claim %s (%s %s) %s.\nRequest sha256: %s\nDeadline: %s\n\n"+
+		"Decide: temporal workflow update execute --workflow-id %s --name decide --input '{\"approver\":\"<you>\",\"decision\":\"approve\",\"payload_sha256\":\"%s\"}'\n",
+		in.ClaimID, in.Amount, strings.ToUpper(in.Currency), what, in.RequestSHA256, in.Deadline.Format(time.RFC3339), in.ClaimID, in.RequestSHA256[:min(12, len(in.RequestSHA256))])
+	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: to, Subject: subject, Body: body})
 }
 
 // sendOnce is check-then-act over the outbox: look the message up by key,
@@ -165,7 +177,7 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	}
 	if rec.Status == store.OutboxSent {
 		logger(ctx).Info("message already sent under this key", "key", key, "message_id", rec.MessageID)
-		return NotifyResult{MessageID: rec.MessageID, Replayed: true}, nil
+		return NotifyResult{MessageID: rec.MessageID, Replayed: true, Meta: meta(ctx)}, nil
 	}
 	if err := a.Mailer.Send(ctx, m); err != nil {
 		return NotifyResult{}, fmt.Errorf("send %s: %w", key, err)
@@ -175,5 +187,5 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 		return NotifyResult{}, err
 	}
 	logger(ctx).Info("message sent", "key", key, "message_id", m.MessageID)
-	return NotifyResult{MessageID: m.MessageID}, nil
+	return NotifyResult{MessageID: m.MessageID, Meta: meta(ctx)}, nil
 }

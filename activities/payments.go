@@ -83,6 +83,7 @@ type PayResult struct {
 	// ReplayedBy is "lookup" (our check-then-act found it by transfer_group)
 	// or "stripe" (Idempotent-Replayed: true).
 	ReplayedBy string `json:"replayed_by,omitempty"`
+	Meta
 }
 
 // PayClaimant is step 6: pay the claimant with a Stripe Transfer.
@@ -105,7 +106,7 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 		return PayResult{}, err
 	} else if tr != nil {
 		logger(ctx).Info("transfer already made under this key", "key", in.Key, "transfer", tr.ID)
-		return result(tr, "lookup"), nil
+		return result(ctx, tr, "lookup"), nil
 	}
 
 	params := &stripe.TransferParams{
@@ -135,11 +136,11 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	} else {
 		logger(ctx).Info("transfer created", "key", in.Key, "transfer", tr.ID, "amount_minor", tr.Amount, "currency", tr.Currency)
 	}
-	return result(tr, by), nil
+	return result(ctx, tr, by), nil
 }
 
-func result(tr *stripe.Transfer, replayedBy string) PayResult {
-	r := PayResult{TransferID: tr.ID, AmountMinor: tr.Amount, Currency: string(tr.Currency), Replayed: replayedBy != "", ReplayedBy: replayedBy}
+func result(ctx context.Context, tr *stripe.Transfer, replayedBy string) PayResult {
+	r := PayResult{TransferID: tr.ID, AmountMinor: tr.Amount, Currency: string(tr.Currency), Replayed: replayedBy != "", ReplayedBy: replayedBy, Meta: meta(ctx)}
 	if tr.Destination != nil {
 		r.Destination = tr.Destination.ID
 	}

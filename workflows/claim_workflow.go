@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -43,6 +44,10 @@ var (
 	}
 )
 
+// maxApprovalRounds bounds how often a claim that keeps changing while it
+// waits may raise a new approval request.
+const maxApprovalRounds = 5
+
 // ClaimWorkflow processes one claim through the nine steps of DESIGN.md.
 // The workflow ID is the claim ID; every side effect's idempotency key is
 // derived from it and the step.
@@ -59,6 +64,10 @@ func ClaimWorkflow(ctx workflow.Context, in ClaimInput) (ClaimResult, error) {
 type claimRun struct {
 	in         ClaimInput
 	workflowID string
+	started    time.Time
+	caps       Caps
+	price      ModelPrice
+	claim      claim.Claim // as last read from the system of record
 	status     Status
 	gate       *approvals.Gate
 
@@ -80,9 +89,10 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 		return nil, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("workflow ID %q must be the claim ID %q", info.WorkflowExecution.ID, in.Claim.ID), activities.ErrInvalidInput, nil)
 	}
-	r := &claimRun{in: in, workflowID: info.WorkflowExecution.ID}
-	c := in.Claim
-	r.status = Status{ClaimID: c.ID, State: StatusRunning, Amount: c.Amount(), AmountMinor: c.AmountMinor, Currency: c.Currency}
+	r := &claimRun{in: in, workflowID: info.WorkflowExecution.ID, started: info.WorkflowStartTime,
+		caps: in.Options.Caps.withDefaults(), price: in.Options.ModelPrice.withDefaults()}
+	r.setClaim(in.Claim, 0)
+	r.status.State = StatusRunning
 	r.published, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(ClaimStatusKey)
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
@@ -92,23 +102,24 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 	}); err != nil {
 		return nil, err
 	}
-	r.gate = approvals.Listen(ctx)
+	var err error
+	if r.gate, err = approvals.Listen(ctx); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
 // run is the life of a claim, top to bottom.
 func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	r.publish(ctx, StatusRunning)
-	c := r.in.Claim
 
 	// 1. Intake: the system of record's version of the claim, and its policy.
 	r.enter(claim.StepIntake)
 	var loaded activities.LoadClaimResult
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, readOptions), a.LoadClaim,
-		activities.LoadClaimInput{Claim: c}).Get(ctx, &loaded); err != nil {
+	if err := r.exec(ctx, readOptions, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &loaded); err != nil {
 		return r.deadLetter(ctx, err)
 	}
-	c = loaded.Claim
+	r.setClaim(loaded.Claim, loaded.Version)
 	if loaded.Status == "withdrawn" {
 		return r.finish(ctx, StatusWithdrawn, "claim was withdrawn before processing")
 	}
@@ -116,101 +127,178 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// 2. Triage: the model classifies the claim.
 	r.enter(claim.StepTriage)
 	var triage activities.TriageResult
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelOptions), a.TriageClaim,
-		activities.TriageInput{Key: r.key(claim.StepTriage), Claim: c}).Get(ctx, &triage); err != nil {
+	if err := r.model(ctx, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
 		return r.deadLetter(ctx, err)
 	}
-	r.models = append(r.models, modelUse(claim.StepTriage, triage.Model, triage.OutputSHA256, triage.Usage))
+	r.used(claim.StepTriage, triage.Model, triage.OutputSHA256, triage.Usage)
 
-	// 3. Coverage: pure arithmetic on the policy read at intake.
-	r.enter(claim.StepCoverage)
-	r.coverage = claim.Cover(loaded.Policy, c, triage.Output.Category)
-	if !r.coverage.Covered {
-		return r.finish(ctx, StatusRejected, r.coverage.Reason)
-	}
-
-	// 4. Assess: the model recommends; the rules clamp to what is covered.
-	r.enter(claim.StepAssess)
-	var assess activities.AssessResult
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, modelOptions), a.AssessClaim,
-		activities.AssessInput{Key: r.key(claim.StepAssess), AssessRequest: activities.AssessRequest{Claim: c, Triage: triage.Output, Coverage: r.coverage}},
-	).Get(ctx, &assess); err != nil {
+	// 3–4. Coverage (pure arithmetic) and assessment (the model recommends,
+	// the rules clamp).
+	payout, assess, err := r.assess(ctx, loaded, triage.Output, r.key(claim.StepAssess))
+	if err != nil {
 		return r.deadLetter(ctx, err)
 	}
-	r.models = append(r.models, modelUse(claim.StepAssess, assess.Model, assess.OutputSHA256, assess.Usage))
-	payout := min(max(assess.Output.RecommendedMinor, 0), r.coverage.CoveredMinor)
-	r.status.PayoutMinor, r.status.Payout = payout, claim.FormatAmount(payout, c.Currency)
 	if payout == 0 {
-		return r.finish(ctx, StatusRejected, "assessment recommends no payout: "+assess.Output.Rationale)
+		return r.finish(ctx, StatusRejected, r.status.Reason)
 	}
 
 	// 5. Approval: a human decides above the threshold or on review flags.
-	r.enter(claim.StepApproval)
-	if reasons := r.reviewReasons(c, payout, triage.Output, assess.Output); len(reasons) > 0 {
-		req := approvals.Request{ClaimID: c.ID, Payee: c.Claimant.StripeAccount, PayeeName: c.Claimant.Name,
-			AmountMinor: payout, Amount: claim.FormatAmount(payout, c.Currency), Currency: c.Currency,
-			Rationale: assess.Output.Rationale, Coverage: r.coverage, Reasons: reasons}
-		appr, err := r.gate.Await(ctx, req, r.in.Options.Approval, approvals.Hooks{OnStage: r.onStage, Escalate: r.escalate})
+	// After any wait the claim is read again; a changed claim voids the
+	// approval and raises a new request.
+	for round := 1; ; round++ {
+		r.enter(claim.StepApproval)
+		reasons := r.reviewReasons(payout, triage.Output, assess.Output)
+		if len(reasons) == 0 {
+			break
+		}
+		if round > maxApprovalRounds {
+			return r.deadLetter(ctx, capErr("approval rounds", "the claim changed during %d approval waits", maxApprovalRounds))
+		}
+		appr, err := r.approve(ctx, payout, assess.Output.Rationale, reasons)
 		if err != nil {
-			return ClaimResult{}, err
+			return r.deadLetter(ctx, err)
 		}
 		switch {
-		case appr.Expired:
+		case appr.Capped:
+			return r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge))
+		case appr.Decision == nil:
 			return r.finish(ctx, StatusExpired, "no decision before the escalation deadline")
 		case appr.Decision.Verdict == approvals.Reject:
 			return r.finish(ctx, StatusRejected, "rejected by "+appr.Decision.Approver+": "+appr.Decision.Reason)
 		}
 		r.publish(ctx, StatusRunning)
+
+		var now activities.LoadClaimResult
+		if err := r.exec(ctx, readOptions, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &now); err != nil {
+			return r.deadLetter(ctx, err)
+		}
+		if now.Status == "withdrawn" {
+			appr.Voided = fmt.Sprintf("claim withdrawn (version %d)", now.Version)
+			r.setClaim(now.Claim, now.Version)
+			return r.finish(ctx, StatusWithdrawn, "claim was withdrawn while awaiting approval")
+		}
+		change := changed(r.claim, now.Claim)
+		if change == "" {
+			break
+		}
+		appr.Voided = fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.status.Version, now.Version, change)
+		workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
+		r.setClaim(now.Claim, now.Version)
+		payout, assess, err = r.assess(ctx, now, triage.Output, r.key(claim.StepAssess).Sub(fmt.Sprintf("v%d", now.Version)))
+		if err != nil {
+			return r.deadLetter(ctx, err)
+		}
+		if payout == 0 {
+			return r.finish(ctx, StatusRejected, r.status.Reason)
+		}
 	}
 
 	// 6. Pay: one Stripe transfer, keyed by the step.
 	r.enter(claim.StepPay)
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, effectOptions), a.PayClaimant, activities.PayInput{
+	c := r.claim
+	if err := r.exec(ctx, effectOptions, a.PayClaimant, activities.PayInput{
 		Key: r.key(claim.StepPay), WorkflowID: r.workflowID, ClaimID: c.ID,
 		AmountMinor: payout, Currency: c.Currency, Destination: c.Claimant.StripeAccount,
-	}).Get(ctx, &r.pay); err != nil {
+	}, &r.pay); err != nil {
 		return r.deadLetter(ctx, err)
 	}
 	r.status.TransferID = r.pay.TransferID
 	return r.finish(ctx, StatusPaid, "")
 }
 
+// assess is steps 3 and 4 on the claim as loaded: coverage inline, then the
+// model's recommendation clamped to it. A payout of 0 means rejected, with
+// the reason in the status.
+func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResult, triage activities.Triage, key claim.IdempotencyKey) (int64, activities.AssessResult, error) {
+	var res activities.AssessResult
+	r.enter(claim.StepCoverage)
+	r.coverage = claim.Cover(loaded.Policy, r.claim, triage.Category)
+	if !r.coverage.Covered {
+		r.status.Reason = r.coverage.Reason
+		return 0, res, nil
+	}
+	r.enter(claim.StepAssess)
+	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
+	if err := r.model(ctx, a.AssessClaim, in, &res); err != nil {
+		return 0, res, err
+	}
+	r.used(claim.StepAssess, res.Model, res.OutputSHA256, res.Usage)
+	payout := min(max(res.Output.RecommendedMinor, 0), r.coverage.CoveredMinor)
+	r.status.PayoutMinor, r.status.Payout = payout, claim.FormatAmount(payout, r.claim.Currency)
+	if payout == 0 {
+		r.status.Reason = "assessment recommends no payout: " + res.Output.Rationale
+	}
+	if r.caps.MaxPayoutMinor > 0 && payout > r.caps.MaxPayoutMinor {
+		return 0, res, capErr("payout", "payout %s is above the run's cap %s", r.status.Payout, claim.FormatAmount(r.caps.MaxPayoutMinor, r.claim.Currency))
+	}
+	return payout, res, nil
+}
+
+// approve opens an approval request and waits for its outcome.
+func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string, reasons []string) (*approvals.Approval, error) {
+	c := r.claim
+	var dir activities.OpenApprovalResult
+	if err := r.exec(ctx, readOptions, a.OpenApproval, activities.OpenApprovalInput{ClaimID: c.ID}, &dir); err != nil {
+		return nil, err
+	}
+	req := approvals.Request{ClaimID: c.ID, Payee: c.Claimant.StripeAccount, PayeeName: c.Claimant.Name,
+		AmountMinor: payout, Amount: claim.FormatAmount(payout, c.Currency), Currency: c.Currency,
+		Rationale: rationale, Coverage: r.coverage, Reasons: reasons}
+	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.in.Options.Approval, Approvers: dir.Approvers,
+		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
+	}, approvals.Hooks{OnStage: r.onStage, Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: r.approvalNotice(a.EscalateApproval, "escalate")})
+}
+
+// changed says what about the claim matters to an approval and changed.
+func changed(was, now claim.Claim) string {
+	switch {
+	case was.AmountMinor != now.AmountMinor || was.Currency != now.Currency:
+		return fmt.Sprintf("amount %s %s → %s %s", was.Amount(), was.Currency, now.Amount(), now.Currency)
+	case was.Claimant.StripeAccount != now.Claimant.StripeAccount:
+		return fmt.Sprintf("payee %s → %s", was.Claimant.StripeAccount, now.Claimant.StripeAccount)
+	case was.PolicyID != now.PolicyID:
+		return fmt.Sprintf("policy %s → %s", was.PolicyID, now.PolicyID)
+	}
+	return ""
+}
+
 // finish runs steps 7–9 for any outcome: tell the claimant, close the claim
 // in the system of record, write the audit record.
 func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimResult, error) {
-	c := r.in.Claim
+	c := r.claim
 	r.status.Reason = reason
 	if outcome != StatusPaid {
 		r.status.PayoutMinor, r.status.Payout = 0, claim.FormatAmount(0, c.Currency)
 	}
-	effects := workflow.WithActivityOptions(ctx, effectOptions)
 
 	r.enter(claim.StepNotify)
-	if err := workflow.ExecuteActivity(effects, a.NotifyClaimant, activities.NotifyInput{
+	if err := r.exec(ctx, effectOptions, a.NotifyClaimant, activities.NotifyInput{
 		Key: r.key(claim.StepNotify), ClaimID: c.ID, To: c.Claimant.Email, Name: c.Claimant.Name, Outcome: outcome,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, Reason: reason,
-	}).Get(ctx, &r.notice); err != nil {
+	}, &r.notice); err != nil {
 		return r.deadLetter(ctx, err)
 	}
 
 	r.enter(claim.StepClose)
-	if err := workflow.ExecuteActivity(effects, a.CloseClaim, activities.CloseInput{
+	var closed activities.CloseResult
+	if err := r.exec(ctx, effectOptions, a.CloseClaim, activities.CloseInput{
 		Key: r.key(claim.StepClose), ClaimID: c.ID, Outcome: outcome, TransferID: r.pay.TransferID, PayoutMinor: r.status.PayoutMinor,
-	}).Get(ctx, nil); err != nil {
+	}, &closed); err != nil {
 		return r.deadLetter(ctx, err)
 	}
 
 	r.enter(claim.StepAudit)
 	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: outcome, Reason: reason,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
-		Coverage: r.coverage, Models: r.models, Approval: r.gate.Current(), Attempts: r.gate.Attempts(),
-		NotificationID: r.notice.MessageID, ClosedAt: workflow.Now(ctx).UTC()})
+		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(),
+		ClaimVersion: r.status.Version, NotificationID: r.notice.MessageID, ClosedAt: workflow.Now(ctx).UTC()})
 	if err != nil {
 		return ClaimResult{}, err
 	}
-	if err := workflow.ExecuteActivity(effects, a.WriteAudit, activities.AuditInput{
+	var audited activities.AuditResult
+	if err := r.exec(ctx, effectOptions, a.WriteAudit, activities.AuditInput{
 		Key: r.key(claim.StepAudit), ClaimID: c.ID, Record: record,
-	}).Get(ctx, nil); err != nil {
+	}, &audited); err != nil {
 		return r.deadLetter(ctx, err)
 	}
 
@@ -218,25 +306,91 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	return r.result(), nil
 }
 
-// deadLetter ends a run whose step failed for good. The claim is left for an
-// operator with the step, the error, and the side effects whose outcome is
-// not known.
+// capError is a cap the run hit: never retried, always dead-lettered.
+type capError struct{ cap, msg string }
+
+func (e *capError) Error() string { return "cap reached (" + e.cap + "): " + e.msg }
+
+func capErr(cap, format string, args ...any) error {
+	return &capError{cap: cap, msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrCap is the DeadLetter.ErrorType of a run stopped by one of its caps.
+const ErrCap = "CapReached"
+
+// exec runs one activity under the run's caps: it refuses to start past the
+// age or step cap, gives the activity no more retries than steps are left,
+// and counts the attempts it took.
+func (r *claimRun) exec(ctx workflow.Context, opts workflow.ActivityOptions, fn, in any, out interface{ Attempts() int32 }) error {
+	if age := workflow.Now(ctx).Sub(r.started); age >= r.caps.MaxAge {
+		return capErr("age", "the run is %s old, its cap is %s", age.Round(time.Second), r.caps.MaxAge)
+	}
+	left := r.caps.MaxSteps - r.status.StepsExecuted
+	if left <= 0 {
+		return capErr("steps", "%d activity executions, retries included", r.status.StepsExecuted)
+	}
+	rp := *opts.RetryPolicy
+	cut := rp.MaximumAttempts == 0 || int(rp.MaximumAttempts) > left
+	if cut {
+		rp.MaximumAttempts = int32(left)
+	}
+	opts.RetryPolicy = &rp
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, in).Get(ctx, out)
+	if err != nil {
+		var actErr *temporal.ActivityError
+		if cut && errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+			r.status.StepsExecuted = r.caps.MaxSteps
+			return capErr("steps", "%d activity executions, retries included; the last: %v", r.caps.MaxSteps, err)
+		}
+		return err
+	}
+	r.status.StepsExecuted += int(out.Attempts())
+	return nil
+}
+
+// model runs a model activity under the spend cap as well.
+func (r *claimRun) model(ctx workflow.Context, fn, in any, out interface{ Attempts() int32 }) error {
+	if r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros {
+		return capErr("model spend", "spent %d of %d micro-dollars", r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros)
+	}
+	return r.exec(ctx, modelOptions, fn, in, out)
+}
+
+// used accounts for a model answer: recorded for the audit, counted
+// against the spend cap (checked before the next call).
+func (r *claimRun) used(step claim.Step, model, sum string, u activities.Usage) {
+	r.models = append(r.models, ModelUse{Step: int(step), Model: model, OutputSHA256: sum, TokensIn: u.TokensIn, TokensOut: u.TokensOut})
+	r.status.TokensIn += u.TokensIn
+	r.status.TokensOut += u.TokensOut
+	r.status.ModelSpendMicros += r.price.cost(u.TokensIn, u.TokensOut)
+}
+
+// deadLetter ends a run whose step failed for good, or that hit a cap. The
+// claim is left for an operator (claimsctl dlq) with the step, the error,
+// and the side effects whose outcome is not known.
 func (r *claimRun) deadLetter(ctx workflow.Context, err error) (ClaimResult, error) {
 	if temporal.IsCanceledError(err) {
 		return ClaimResult{}, err
 	}
 	dl := &DeadLetter{Step: r.status.Step, StepName: r.status.StepName, Error: err.Error()}
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) {
+	var ce *capError
+	switch {
+	case errors.As(err, &ce):
+		dl.ErrorType = ErrCap
+	case errors.As(err, &appErr):
 		dl.ErrorType = appErr.Type()
 	}
 	// Only a payment and an e-mail can be half-done in a way an operator must
 	// check at the receiver; closing and auditing are idempotent upserts.
-	switch step := claim.Step(r.status.Step); step {
-	case claim.StepPay:
-		dl.UnknownEffects = append(dl.UnknownEffects, "payment "+string(r.key(step)))
-	case claim.StepNotify:
-		dl.UnknownEffects = append(dl.UnknownEffects, "notification "+string(r.key(step)))
+	// A cap stops the run between steps, so it leaves nothing half-done.
+	if ce == nil {
+		switch step := claim.Step(r.status.Step); step {
+		case claim.StepPay:
+			dl.UnknownEffects = append(dl.UnknownEffects, "payment "+string(r.key(step)))
+		case claim.StepNotify:
+			dl.UnknownEffects = append(dl.UnknownEffects, "notification "+string(r.key(step)))
+		}
 	}
 	workflow.GetLogger(ctx).Error("claim dead-lettered", "step", dl.StepName, "error", dl.Error)
 	r.status.Reason = fmt.Sprintf("step %d (%s) failed: %s", dl.Step, dl.StepName, dl.Error)
@@ -250,11 +404,13 @@ func (r *claimRun) result() ClaimResult {
 	return ClaimResult{ClaimID: r.status.ClaimID, Status: r.status.State, Reason: r.status.Reason,
 		PayoutMinor: r.status.PayoutMinor, Payout: r.status.Payout, Currency: r.status.Currency,
 		TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
-		Approval: r.gate.Current(), Attempts: r.gate.Attempts()}
+		Approval: r.gate.Current(), Approvals: r.gate.All(), Attempts: r.gate.Attempts(),
+		StepsExecuted: r.status.StepsExecuted, ModelSpendMicros: r.status.ModelSpendMicros}
 }
 
 // reviewReasons says why a human must decide, if one must.
-func (r *claimRun) reviewReasons(c claim.Claim, payout int64, t activities.Triage, as activities.Assessment) []string {
+func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activities.Assessment) []string {
+	c := r.claim
 	limit := r.in.Options.AutoApproveLimitMinor
 	if limit <= 0 {
 		limit, _ = claim.ParseAmount(DefaultAutoApproveLimit, c.Currency)
@@ -275,12 +431,27 @@ func (r *claimRun) onStage(ctx workflow.Context, stage approvals.Stage, deadline
 	return nil
 }
 
-func (r *claimRun) escalate(ctx workflow.Context, appr *approvals.Approval) error {
-	c := r.in.Claim
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, effectOptions), a.EscalateApproval, activities.EscalateInput{
-		Key: r.key(claim.StepApproval).Sub("escalate"), ClaimID: c.ID, Amount: appr.Request.Amount, Currency: c.Currency,
-		RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
-	}).Get(ctx, nil)
+// approvalNotice makes the reminder and escalation hooks: one e-mail each, keyed
+// <id>:step5:remind / :escalate (suffixed by the round when a changed claim
+// raised a new request).
+func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *approvals.Approval) error {
+	return func(ctx workflow.Context, appr *approvals.Approval) error {
+		key := r.key(claim.StepApproval).Sub(kind)
+		if n := len(r.gate.All()); n > 1 {
+			key = key.Sub(fmt.Sprintf("r%d", n))
+		}
+		var res activities.NotifyResult
+		return r.exec(ctx, effectOptions, fn, activities.NoticeInput{
+			Key: key, ClaimID: r.claim.ID, Amount: appr.Request.Amount, Currency: r.claim.Currency,
+			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
+		}, &res)
+	}
+}
+
+func (r *claimRun) setClaim(c claim.Claim, version int64) {
+	r.claim = c
+	r.status.ClaimID, r.status.Amount, r.status.AmountMinor, r.status.Currency = c.ID, c.Amount(), c.AmountMinor, c.Currency
+	r.status.Version = version
 }
 
 func (r *claimRun) key(step claim.Step) claim.IdempotencyKey {
@@ -316,8 +487,4 @@ func (r *claimRun) publishDeadline(ctx workflow.Context, status string, deadline
 		// worse than a stale list entry.
 		workflow.GetLogger(ctx).Error("search attribute upsert failed", "error", err)
 	}
-}
-
-func modelUse(step claim.Step, model, sum string, u activities.Usage) ModelUse {
-	return ModelUse{Step: int(step), Model: model, OutputSHA256: sum, TokensIn: u.TokensIn, TokensOut: u.TokensOut}
 }

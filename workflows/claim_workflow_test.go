@@ -21,6 +21,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
@@ -43,12 +44,19 @@ type calls struct {
 	notices   []activities.NotifyInput
 	closes    []activities.CloseInput
 	audits    []AuditRecord
-	escalated []activities.EscalateInput
+	escalated []activities.NoticeInput
+	reminded  []activities.NoticeInput
+	loads     int
 	sa        []map[string]any
 
 	// Knobs a test sets before start.
 	loadStatus string
 	payErr     error
+	// reread changes the claim the system of record returns from the
+	// second read on (after an approval wait).
+	reread    func(*activities.LoadClaimResult)
+	approvers authority.Directory
+	tokens    int64
 }
 
 func (c *calls) add(name string, key claim.IdempotencyKey) {
@@ -56,6 +64,9 @@ func (c *calls) add(name string, key claim.IdempotencyKey) {
 	defer c.mu.Unlock()
 	c.keys[name] = append(c.keys[name], key)
 }
+
+// one is the Meta of an activity that succeeded at its first attempt.
+var one = activities.Meta{Attempt: 1}
 
 var policies = map[string]claim.Policy{
 	"pol-1001": {ID: "pol-1001", Currency: "usd", LimitMinor: 1_000_000, DeductibleMinor: 0},
@@ -88,11 +99,18 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.LoadClaim, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.LoadClaimInput) (activities.LoadClaimResult, error) {
 			c.add("load", "")
-			res := activities.LoadClaimResult{Claim: in.Claim, Status: "open", Version: 1}
+			c.mu.Lock()
+			c.loads++
+			n := c.loads
+			c.mu.Unlock()
+			res := activities.LoadClaimResult{Claim: in.Claim, Status: "open", Version: 1, Meta: one}
 			if c.loadStatus != "" {
 				res.Status = c.loadStatus
 			}
-			if p, ok := policies[in.Claim.PolicyID]; ok {
+			if n > 1 && c.reread != nil {
+				c.reread(&res)
+			}
+			if p, ok := policies[res.Claim.PolicyID]; ok {
 				res.Policy = &p
 			}
 			return res, nil
@@ -101,13 +119,16 @@ func (s *ClaimSuite) SetupTest() {
 		func(ctx context.Context, in activities.TriageInput) (activities.TriageResult, error) {
 			c.add("triage", in.Key)
 			out, u, err := rules.Triage(ctx, in.Claim)
-			return activities.TriageResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "t"}, err
+			if c.tokens > 0 {
+				u.TokensIn = c.tokens
+			}
+			return activities.TriageResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "t", Meta: one}, err
 		})
 	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
 			c.add("assess", in.Key)
 			out, u, err := rules.Assess(ctx, in.AssessRequest)
-			return activities.AssessResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "a"}, err
+			return activities.AssessResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "a", Meta: one}, err
 		})
 	env.OnActivity(a.PayClaimant, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.PayInput) (activities.PayResult, error) {
@@ -118,7 +139,7 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.pays = append(c.pays, in)
 			c.mu.Unlock()
-			return activities.PayResult{TransferID: "tr_1", AmountMinor: in.AmountMinor, Currency: in.Currency, Destination: in.Destination}, nil
+			return activities.PayResult{TransferID: "tr_1", AmountMinor: in.AmountMinor, Currency: in.Currency, Destination: in.Destination, Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.NotifyClaimant, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
@@ -126,7 +147,7 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.notices = append(c.notices, in)
 			c.mu.Unlock()
-			return activities.NotifyResult{MessageID: "m1"}, nil
+			return activities.NotifyResult{MessageID: "m1", Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.CloseClaim, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CloseInput) (activities.CloseResult, error) {
@@ -134,7 +155,7 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.closes = append(c.closes, in)
 			c.mu.Unlock()
-			return activities.CloseResult{}, nil
+			return activities.CloseResult{Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.WriteAudit, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AuditInput) (activities.AuditResult, error) {
@@ -146,15 +167,35 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.audits = append(c.audits, rec)
 			c.mu.Unlock()
-			return activities.AuditResult{SHA256: "x"}, nil
+			return activities.AuditResult{SHA256: "x", Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.EscalateApproval, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.EscalateInput) (activities.NotifyResult, error) {
+		func(_ context.Context, in activities.NoticeInput) (activities.NotifyResult, error) {
 			c.add("escalate", in.Key)
 			c.mu.Lock()
 			c.escalated = append(c.escalated, in)
 			c.mu.Unlock()
-			return activities.NotifyResult{MessageID: "e1"}, nil
+			return activities.NotifyResult{MessageID: "e1", Meta: one}, nil
+		}).Maybe()
+	env.OnActivity(a.RemindApprovers, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.NoticeInput) (activities.NotifyResult, error) {
+			c.add("remind", in.Key)
+			c.mu.Lock()
+			c.reminded = append(c.reminded, in)
+			c.mu.Unlock()
+			return activities.NotifyResult{MessageID: "r1", Meta: one}, nil
+		}).Maybe()
+	env.OnActivity(a.OpenApproval, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.OpenApprovalInput) (activities.OpenApprovalResult, error) {
+			c.add("open", "")
+			d := c.approvers
+			if d == nil {
+				var err error
+				if d, err = authority.Load(""); err != nil {
+					return activities.OpenApprovalResult{}, err
+				}
+			}
+			return activities.OpenApprovalResult{Approvers: d, Meta: one}, nil
 		}).Maybe()
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
@@ -284,6 +325,8 @@ func (s *ClaimSuite) TestUnansweredWaitEscalatesThenExpires() {
 	s.Empty(s.calls.pays)
 	s.Require().Len(s.calls.escalated, 1)
 	s.Equal(claim.IdempotencyKey("claim-0044:step5:escalate"), s.calls.escalated[0].Key)
+	s.Require().Len(s.calls.reminded, 1, "adjusters are reminded halfway through the TTL")
+	s.Equal(claim.IdempotencyKey("claim-0044:step5:remind"), s.calls.reminded[0].Key)
 	s.Equal([]string{StatusRunning, StatusWaiting, StatusEscalated, StatusExpired}, s.statuses())
 	// 72 h, then 24 h, of workflow time; no wall-clock wait.
 	s.Equal(96*time.Hour, s.env.Now().Sub(start).Round(time.Hour))

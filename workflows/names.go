@@ -53,6 +53,68 @@ type Options struct {
 	AutoApproveLimitMinor int64 `json:"auto_approve_limit_minor,omitempty"`
 	// Approval is the wait's TTL and escalation policy.
 	Approval approvals.Policy `json:"approval"`
+	// Caps bound the run; a run that hits one is dead-lettered.
+	Caps Caps `json:"caps"`
+	// ModelPrice turns model usage into spend.
+	ModelPrice ModelPrice `json:"model_price"`
+}
+
+// Caps bound a run so it never loops or spends forever.
+type Caps struct {
+	// MaxSteps counts activity executions, retries included (default 100).
+	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxModelSpendMicros caps model spend in millionths of a dollar
+	// (default 2,000,000: $2).
+	MaxModelSpendMicros int64 `json:"max_model_spend_micros,omitempty"`
+	// MaxPayoutMinor caps the payout, in minor units of the claim's
+	// currency (0: coverage is the only limit).
+	MaxPayoutMinor int64 `json:"max_payout_minor,omitempty"`
+	// MaxAge caps the run's wall-clock age, approval waits included
+	// (default 30 days).
+	MaxAge time.Duration `json:"max_age,omitempty"`
+}
+
+// Cap defaults.
+const (
+	DefaultMaxSteps            = 100
+	DefaultMaxModelSpendMicros = 2_000_000
+	DefaultMaxAge              = 30 * 24 * time.Hour
+)
+
+func (c Caps) withDefaults() Caps {
+	if c.MaxSteps <= 0 {
+		c.MaxSteps = DefaultMaxSteps
+	}
+	if c.MaxModelSpendMicros <= 0 {
+		c.MaxModelSpendMicros = DefaultMaxModelSpendMicros
+	}
+	if c.MaxAge <= 0 {
+		c.MaxAge = DefaultMaxAge
+	}
+	return c
+}
+
+// ModelPrice is a model's price in millionths of a dollar per million
+// tokens (defaults: $2.50 in, $10 out).
+type ModelPrice struct {
+	InMicrosPerMTok  int64 `json:"in_micros_per_mtok,omitempty"`
+	OutMicrosPerMTok int64 `json:"out_micros_per_mtok,omitempty"`
+}
+
+func (p ModelPrice) withDefaults() ModelPrice {
+	if p.InMicrosPerMTok <= 0 {
+		p.InMicrosPerMTok = 2_500_000
+	}
+	if p.OutMicrosPerMTok <= 0 {
+		p.OutMicrosPerMTok = 10_000_000
+	}
+	return p
+}
+
+// cost of one call, in micro-dollars, rounded up so tiny calls still count.
+func (p ModelPrice) cost(tokensIn, tokensOut int64) int64 {
+	const m = 1_000_000
+	return (tokensIn*p.InMicrosPerMTok + tokensOut*p.OutMicrosPerMTok + m - 1) / m
 }
 
 // DefaultAutoApproveLimit is the auto-approve threshold in major units.
@@ -75,20 +137,33 @@ type Status struct {
 	Attempts   []approvals.Attempt `json:"decision_attempts,omitempty"`
 	TransferID string              `json:"transfer_id,omitempty"`
 	Reason     string              `json:"reason,omitempty"`
+	// Version is the claim's version in the system of record, as last read.
+	Version int64 `json:"version"`
+	// StepsExecuted counts activity executions, retries included.
+	StepsExecuted int `json:"steps_executed"`
+	// ModelSpendMicros is the model spend so far, in millionths of a dollar.
+	ModelSpendMicros int64 `json:"model_spend_micros"`
+	TokensIn         int64 `json:"tokens_in"`
+	TokensOut        int64 `json:"tokens_out"`
 }
 
 // ClaimResult is how a claim ended.
 type ClaimResult struct {
-	ClaimID         string              `json:"claim_id"`
-	Status          string              `json:"status"`
-	Reason          string              `json:"reason,omitempty"`
-	PayoutMinor     int64               `json:"payout_minor"`
-	Payout          string              `json:"payout"`
-	Currency        string              `json:"currency"`
-	TransferID      string              `json:"transfer_id,omitempty"`
-	PaymentReplayed bool                `json:"payment_replayed,omitempty"`
-	Approval        *approvals.Approval `json:"approval,omitempty"`
-	Attempts        []approvals.Attempt `json:"decision_attempts,omitempty"`
+	ClaimID         string `json:"claim_id"`
+	Status          string `json:"status"`
+	Reason          string `json:"reason,omitempty"`
+	PayoutMinor     int64  `json:"payout_minor"`
+	Payout          string `json:"payout"`
+	Currency        string `json:"currency"`
+	TransferID      string `json:"transfer_id,omitempty"`
+	PaymentReplayed bool   `json:"payment_replayed,omitempty"`
+	// Approval is the last approval; Approvals every one (an approval is
+	// voided and a new one raised when the claim changes while waiting).
+	Approval         *approvals.Approval   `json:"approval,omitempty"`
+	Approvals        []*approvals.Approval `json:"approvals,omitempty"`
+	Attempts         []approvals.Attempt   `json:"decision_attempts,omitempty"`
+	StepsExecuted    int                   `json:"steps_executed"`
+	ModelSpendMicros int64                 `json:"model_spend_micros"`
 	// DeadLetter says where a dead-lettered run stopped and which side
 	// effects may or may not have happened.
 	DeadLetter *DeadLetter `json:"dead_letter,omitempty"`
@@ -106,20 +181,21 @@ type DeadLetter struct {
 
 // AuditRecord is what step 9 writes to the ledger.
 type AuditRecord struct {
-	ClaimID         string              `json:"claim_id"`
-	WorkflowID      string              `json:"workflow_id"`
-	Outcome         string              `json:"outcome"`
-	Reason          string              `json:"reason,omitempty"`
-	PayoutMinor     int64               `json:"payout_minor"`
-	Currency        string              `json:"currency"`
-	TransferID      string              `json:"transfer_id,omitempty"`
-	PaymentReplayed bool                `json:"payment_replayed,omitempty"`
-	Coverage        claim.Coverage      `json:"coverage"`
-	Models          []ModelUse          `json:"models,omitempty"`
-	Approval        *approvals.Approval `json:"approval,omitempty"`
-	Attempts        []approvals.Attempt `json:"decision_attempts,omitempty"`
-	NotificationID  string              `json:"notification_id,omitempty"`
-	ClosedAt        time.Time           `json:"closed_at"`
+	ClaimID         string                `json:"claim_id"`
+	WorkflowID      string                `json:"workflow_id"`
+	Outcome         string                `json:"outcome"`
+	Reason          string                `json:"reason,omitempty"`
+	PayoutMinor     int64                 `json:"payout_minor"`
+	Currency        string                `json:"currency"`
+	TransferID      string                `json:"transfer_id,omitempty"`
+	PaymentReplayed bool                  `json:"payment_replayed,omitempty"`
+	Coverage        claim.Coverage        `json:"coverage"`
+	Models          []ModelUse            `json:"models,omitempty"`
+	Approvals       []*approvals.Approval `json:"approvals,omitempty"`
+	Attempts        []approvals.Attempt   `json:"decision_attempts,omitempty"`
+	ClaimVersion    int64                 `json:"claim_version"`
+	NotificationID  string                `json:"notification_id,omitempty"`
+	ClosedAt        time.Time             `json:"closed_at"`
 }
 
 // ModelUse identifies a model answer without repeating it.

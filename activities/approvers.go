@@ -1,0 +1,30 @@
+package activities
+
+import (
+	"context"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
+)
+
+// OpenApprovalInput names the claim an approval opens for.
+type OpenApprovalInput struct {
+	ClaimID string `json:"claim_id"`
+}
+
+// OpenApprovalResult is the approver directory as it stands when the
+// approval opens: recorded in history, it is what the workflow checks
+// every decision against.
+type OpenApprovalResult struct {
+	Approvers authority.Directory `json:"approvers"`
+	Meta
+}
+
+// OpenApproval reads the approver directory for a new approval request.
+func (a *Activities) OpenApproval(ctx context.Context, in OpenApprovalInput) (OpenApprovalResult, error) {
+	d, err := authority.Load(a.ApproversFile)
+	if err != nil {
+		// Retryable: fixing the file lets the claim carry on.
+		return OpenApprovalResult{}, err
+	}
+	return OpenApprovalResult{Approvers: d, Meta: meta(ctx)}, nil
+}

@@ -1,0 +1,255 @@
+package workflows
+
+import (
+	"context"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// decide sends the decide update at a workflow time and records how it
+// ended: rejected by the validator, or completed with a decision or error.
+type updateOutcome struct {
+	rejected error
+	accepted bool
+	decision approvals.Decision
+	err      error
+}
+
+func (s *ClaimSuite) decide(after time.Duration, in approvals.DecideInput) *updateOutcome {
+	out := &updateOutcome{}
+	s.env.RegisterDelayedCallback(func() {
+		s.env.UpdateWorkflow(approvals.UpdateDecide, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { out.rejected = err },
+			OnAccept: func() { out.accepted = true },
+			OnComplete: func(v interface{}, err error) {
+				out.err = err
+				if d, ok := v.(approvals.Decision); ok {
+					out.decision = d
+				}
+			},
+		}, in)
+	}, after)
+	return out
+}
+
+func (s *ClaimSuite) refusals(r ClaimResult) []string {
+	var out []string
+	for _, a := range r.Attempts {
+		if !a.Accepted {
+			out = append(out, a.Refusal)
+		}
+	}
+	return out
+}
+
+func (s *ClaimSuite) TestReminderComesAtItsFractionOfTheTTL() {
+	start := s.env.Now()
+	var remindedAt time.Duration
+	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == "RemindApprovers" {
+			remindedAt = s.env.Now().Sub(start)
+		}
+	})
+	s.signal(40*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(testClaim("claim-0060", "1840.00"), Options{Approval: approvals.Policy{ReminderAt: 0.25}})
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal(18*time.Hour, remindedAt.Round(time.Hour))
+	s.True(s.result().Approval.Reminded)
+}
+
+func (s *ClaimSuite) TestFinalOutcomeApproveIsPaidByPolicy() {
+	s.start(testClaim("claim-0061", "1840.00"), Options{Approval: approvals.Policy{FinalOutcome: approvals.Approve}})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.True(r.Approval.Expired)
+	s.Equal("policy", r.Approval.Decision.Approver)
+	s.Equal(approvals.StageEscalated, r.Approval.Decision.Stage)
+	s.Len(s.calls.pays, 1)
+}
+
+func (s *ClaimSuite) TestEscalatedClaimNeedsASupervisor() {
+	s.signal(80*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.signal(81*time.Hour, approvals.SignalApprove, map[string]string{"approver": "supervisor-3"})
+	s.start(testClaim("claim-0062", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Equal("supervisor-3", r.Approval.Decision.Approver)
+	s.Equal("supervisor", r.Approval.Decision.Role)
+	s.Require().Len(s.refusals(r), 1)
+	s.Contains(s.refusals(r)[0], "a supervisor must decide")
+}
+
+func (s *ClaimSuite) TestAuthorityRules() {
+	s.calls.approvers = authority.Directory{
+		{ID: "ada-herself", Role: authority.Adjuster, Email: "ada@example.com", Limits: map[string]int64{"usd": 1_000_000}},
+		{ID: "adjuster-17", Role: authority.Adjuster, Email: "a17@insurer.example", Limits: map[string]int64{"usd": 500_000}},
+		{ID: "adjuster-9", Role: authority.Adjuster, Email: "a9@insurer.example", Limits: map[string]int64{"usd": 150_000}},
+		{ID: "euro-only", Role: authority.Adjuster, Email: "eu@insurer.example", Limits: map[string]int64{"eur": 9_000_000}},
+	}
+	s.signal(1*time.Hour, approvals.SignalApprove, map[string]string{"approver": "mallory"})
+	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "ada-herself"})
+	s.signal(3*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-9"})
+	s.signal(4*time.Hour, approvals.SignalApprove, map[string]string{"approver": "euro-only"})
+	s.signal(5*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(testClaim("claim-0063", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	ref := s.refusals(r)
+	s.Require().Len(ref, 4)
+	s.Contains(ref[0], `unknown approver "mallory"`)
+	s.Contains(ref[1], "self-approval")
+	s.Contains(ref[2], "over limit: adjuster-9 may decide up to 1500.00 USD, the request is 1840.00")
+	s.Contains(ref[3], "over limit: euro-only may decide up to nothing in USD")
+	s.Equal("adjuster-17", r.Approval.Decision.Approver)
+	s.Equal("adjuster", r.Approval.Decision.Role)
+}
+
+func (s *ClaimSuite) TestDecideUpdateValidatesBeforeHistory() {
+	early := s.decide(0, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve})
+	unknown := s.decide(time.Hour, approvals.DecideInput{Approver: "mallory", Decision: approvals.Approve})
+	badVerdict := s.decide(time.Hour+time.Minute, approvals.DecideInput{Approver: "adjuster-17", Decision: "maybe"})
+	stale := s.decide(time.Hour+2*time.Minute, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve, PayloadSHA256: "aaaaaaaaaaaa"})
+	var sum string
+	s.env.RegisterDelayedCallback(func() { sum = s.status().Approval.RequestSHA256 }, 2*time.Hour)
+	var ok *updateOutcome
+	late := &updateOutcome{}
+	s.env.RegisterDelayedCallback(func() {
+		ok = &updateOutcome{}
+		s.env.UpdateWorkflow(approvals.UpdateDecide, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { ok.rejected = err }, OnAccept: func() { ok.accepted = true },
+			OnComplete: func(v interface{}, err error) { ok.err = err; ok.decision, _ = v.(approvals.Decision) },
+		}, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve, PayloadSHA256: sum, Note: "ok"})
+		// A second decision right behind the first finds nothing waiting.
+		s.env.UpdateWorkflow(approvals.UpdateDecide, "", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { late.rejected = err }, OnAccept: func() {}, OnComplete: func(interface{}, error) {},
+		}, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Reject, Reason: "changed my mind"})
+	}, 3*time.Hour)
+
+	s.start(testClaim("claim-0064", "1840.00"), Options{})
+	s.ErrorContains(early.rejected, "not waiting")
+	s.ErrorContains(unknown.rejected, "unknown approver")
+	s.ErrorContains(badVerdict.rejected, `decision must be "approve" or "reject"`)
+	s.ErrorContains(stale.rejected, "stale decision")
+	s.Require().NotNil(ok)
+	s.NoError(ok.rejected)
+	s.True(ok.accepted)
+	s.NoError(ok.err)
+	s.Equal("adjuster-17", ok.decision.Approver)
+	s.True(ok.decision.HashBound)
+	s.ErrorContains(late.rejected, "not waiting")
+
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Equal("update", r.Approval.Decision.Channel)
+	// Validator refusals never reach history: only the accepted update is an attempt.
+	s.Require().Len(r.Attempts, 1)
+	s.Equal("update", r.Attempts[0].Channel)
+	s.True(r.Attempts[0].Accepted)
+}
+
+func (s *ClaimSuite) TestWithdrawnWhileWaitingPaysNothing() {
+	s.calls.reread = func(r *activities.LoadClaimResult) { r.Status, r.Version = "withdrawn", 2 }
+	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(testClaim("claim-0065", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusWithdrawn, r.Status)
+	s.Empty(s.calls.pays)
+	s.Contains(r.Approval.Voided, "withdrawn")
+	s.Equal(StatusWithdrawn, s.calls.closes[0].Outcome)
+}
+
+func (s *ClaimSuite) TestAmendedWhileWaitingVoidsTheApprovalAndAsksAgain() {
+	s.calls.reread = func(r *activities.LoadClaimResult) {
+		r.Claim.AmountMinor, r.Version = 210000, 2
+	}
+	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	var second string
+	s.env.RegisterDelayedCallback(func() { second = s.status().Approval.RequestSHA256 }, 2*time.Hour)
+	s.env.RegisterDelayedCallback(func() {
+		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "payload_sha256": second})
+	}, 3*time.Hour)
+	s.start(testClaim("claim-0066", "1840.00"), Options{})
+
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Require().Len(r.Approvals, 2)
+	first := r.Approvals[0]
+	s.Contains(first.Voided, "amount 1840.00 usd → 2100.00 usd")
+	s.NotEqual(first.RequestSHA256, r.Approvals[1].RequestSHA256, "a new request, a new hash")
+	s.Equal(second, r.Approvals[1].RequestSHA256)
+	s.Equal("2100.00", r.Approvals[1].Request.Amount)
+	s.Equal([]claim.IdempotencyKey{"claim-0066:step4", "claim-0066:step4:v2"}, s.calls.keys["assess"], "re-assessed under a new key")
+	s.Require().Len(s.calls.pays, 1)
+	s.Equal(int64(210000), s.calls.pays[0].AmountMinor)
+}
+
+func (s *ClaimSuite) TestAmendedBelowTheLimitNeedsNoSecondApproval() {
+	s.calls.reread = func(r *activities.LoadClaimResult) {
+		r.Claim.AmountMinor, r.Version = 90000, 2
+	}
+	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(testClaim("claim-0067", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Len(r.Approvals, 1)
+	s.Equal(int64(90000), s.calls.pays[0].AmountMinor)
+}
+
+func (s *ClaimSuite) TestPayeeChangeVoids() {
+	s.calls.reread = func(r *activities.LoadClaimResult) { r.Claim.Claimant.StripeAccount, r.Version = "acct_1Mallory", 2 }
+	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(testClaim("claim-0068", "1840.00"), Options{Approval: approvals.Policy{TTL: 2 * time.Hour, EscalationTTL: time.Hour}})
+	r := s.result()
+	s.Equal(StatusExpired, r.Status, "nobody approved the new payee")
+	s.Contains(r.Approvals[0].Voided, "payee acct_1Ada → acct_1Mallory")
+	s.Empty(s.calls.pays)
+}
+
+func (s *ClaimSuite) TestStepCap() {
+	s.start(testClaim("claim-0069", "640.00"), Options{Caps: Caps{MaxSteps: 3}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType)
+	s.Contains(r.DeadLetter.Error, "cap reached (steps)")
+	s.Equal(int(claim.StepPay), r.DeadLetter.Step)
+	s.Empty(s.calls.pays)
+	s.Empty(r.DeadLetter.UnknownEffects, "a cap stops between steps")
+}
+
+func (s *ClaimSuite) TestModelSpendCap() {
+	s.calls.tokens = 1_000_000 // $2.50 of input tokens at the default price
+	s.start(testClaim("claim-0070", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Contains(r.DeadLetter.Error, "cap reached (model spend)")
+	s.Equal(int(claim.StepAssess), r.DeadLetter.Step)
+	s.Empty(s.calls.keys["assess"], "no model call past the cap")
+	s.GreaterOrEqual(r.ModelSpendMicros, int64(2_500_000))
+}
+
+func (s *ClaimSuite) TestPayoutCap() {
+	s.start(testClaim("claim-0071", "640.00"), Options{Caps: Caps{MaxPayoutMinor: 50_000}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Contains(r.DeadLetter.Error, "payout 640.00 is above the run's cap 500.00")
+	s.Empty(s.calls.pays)
+}
+
+func (s *ClaimSuite) TestAgeCapEndsAWait() {
+	start := s.env.Now()
+	s.start(testClaim("claim-0072", "1840.00"), Options{Caps: Caps{MaxAge: 10 * time.Hour}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Contains(r.DeadLetter.Error, "cap reached (age)")
+	s.True(r.Approval.Capped)
+	s.Equal(10*time.Hour, s.env.Now().Sub(start).Round(time.Hour))
+	s.Empty(s.calls.pays)
+}
