@@ -44,6 +44,12 @@ type options struct {
 	autoApprove   string
 	approvalTTL   time.Duration
 	escalationTTL time.Duration
+	reminderAt    float64
+	finalOutcome  string
+	maxSteps      int
+	maxSpend      string
+	maxPayout     string
+	maxAge        time.Duration
 	file          claim.File
 }
 
@@ -53,7 +59,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs.StringVar(&o.autoApprove, "auto-approve", config.Get("AUTO_APPROVE_LIMIT", workflows.DefaultAutoApproveLimit), "largest payout paid without a human, in the claim's currency (env AUTO_APPROVE_LIMIT)")
 	fs.DurationVar(&o.approvalTTL, "approval-ttl", approvals.DefaultTTL, "how long adjusters have before a wait escalates")
-	fs.DurationVar(&o.escalationTTL, "escalation-ttl", approvals.DefaultEscalationTTL, "how long supervisors then have before the claim expires unpaid")
+	fs.DurationVar(&o.escalationTTL, "escalation-ttl", approvals.DefaultEscalationTTL, "how long supervisors then have before the final outcome")
+	fs.Float64Var(&o.reminderAt, "reminder-at", approvals.DefaultReminderAt, "remind the adjusters at this fraction of the TTL (1: no reminder)")
+	fs.StringVar(&o.finalOutcome, "final-outcome", string(approvals.Reject), "when nobody decides by the second deadline: reject (the claim expires unpaid) or approve")
+	fs.IntVar(&o.maxSteps, "max-steps", workflows.DefaultMaxSteps, "cap on activity executions per run, retries included")
+	fs.StringVar(&o.maxSpend, "max-model-spend", "2.00", "cap on model spend per run, in US dollars")
+	fs.StringVar(&o.maxPayout, "max-payout", "", "cap on the payout, in the claim's currency (default: coverage is the only limit)")
+	fs.DurationVar(&o.maxAge, "max-age", workflows.DefaultMaxAge, "cap on a run's age, approval waits included")
 	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
 	fs.StringVar(&o.file.PolicyID, "policy", "", "policy ID")
 	fs.StringVar(&o.file.Claimant.Name, "name", "", "claimant name")
@@ -154,18 +166,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
 	in := workflows.ClaimInput{Claim: c, Options: workflows.Options{
-		Approval: approvals.Policy{TTL: o.approvalTTL, EscalationTTL: o.escalationTTL},
+		Approval: approvals.Policy{TTL: o.approvalTTL, EscalationTTL: o.escalationTTL, ReminderAt: o.reminderAt,
+			FinalOutcome: approvals.Verdict(o.finalOutcome)},
+		Caps: workflows.Caps{MaxSteps: o.maxSteps, MaxAge: o.maxAge},
 	}}
+	switch {
+	case o.approvalTTL <= 0 || o.escalationTTL <= 0:
+		return in, fmt.Errorf("--approval-ttl and --escalation-ttl must be positive")
+	case o.reminderAt <= 0:
+		return in, fmt.Errorf("--reminder-at must be a positive fraction of the TTL (1 or more: no reminder)")
+	case o.finalOutcome != string(approvals.Reject) && o.finalOutcome != string(approvals.Approve):
+		return in, fmt.Errorf("--final-outcome must be reject or approve")
+	case o.maxSteps <= 0 || o.maxAge <= 0:
+		return in, fmt.Errorf("--max-steps and --max-age must be positive")
+	}
+	spend, err := claim.ParseAmount(o.maxSpend, "usd")
+	if err != nil {
+		return in, fmt.Errorf("--max-model-spend: %v", err)
+	}
+	in.Options.Caps.MaxModelSpendMicros = spend * 10_000 // cents to micro-dollars
 	if c.Currency == "" {
 		return in, nil
 	}
-	limit, err := claim.ParseAmount(o.autoApprove, c.Currency)
-	if err != nil {
+	if in.Options.AutoApproveLimitMinor, err = claim.ParseAmount(o.autoApprove, c.Currency); err != nil {
 		return in, fmt.Errorf("--auto-approve: %v", err)
 	}
-	in.Options.AutoApproveLimitMinor = limit
-	if o.approvalTTL <= 0 || o.escalationTTL <= 0 {
-		return in, fmt.Errorf("--approval-ttl and --escalation-ttl must be positive")
+	if o.maxPayout != "" {
+		if in.Options.Caps.MaxPayoutMinor, err = claim.ParseAmount(o.maxPayout, c.Currency); err != nil {
+			return in, fmt.Errorf("--max-payout: %v", err)
+		}
 	}
 	return in, nil
 }

@@ -21,9 +21,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/crash"
 	"github.com/durableclaims/durableclaims/internal/heartbeat"
+	"github.com/durableclaims/durableclaims/internal/refusals"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -63,8 +65,10 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	}
 	defer c.Close()
 
+	recorder := refusals.New(acts.Store, logger)
+	defer recorder.Close()
 	w := worker.New(c, workflows.TaskQueue, worker.Options{
-		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New()},
+		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New(), recorder},
 		// On SIGTERM, let running activities finish their step (within the
 		// heartbeat-bounded budget) before exiting; anything longer is retried
 		// elsewhere with the same idempotency key.
@@ -110,13 +114,20 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 	}
 	stripeCfg := activities.StripeConfig{SecretKey: os.Getenv("STRIPE_SECRET_KEY"), APIBase: os.Getenv("STRIPE_API_BASE")}.Resolve()
 	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
+	approversFile := os.Getenv("APPROVERS_FILE")
+	if _, err := authority.Load(approversFile); err != nil {
+		st.Close()
+		return nil, nil, err // refuse to start on a broken directory
+	}
 	return &activities.Activities{
-		Store:       st,
-		Stripe:      activities.NewStripeClient(stripeCfg),
-		Model:       model,
-		Mailer:      mailer,
-		Policies:    policies,
-		From:        config.Get("MAIL_FROM", "claims@durableclaims.local"),
-		Supervisors: config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
+		Store:         st,
+		Stripe:        activities.NewStripeClient(stripeCfg),
+		Model:         model,
+		Mailer:        mailer,
+		Policies:      policies,
+		ApproversFile: approversFile,
+		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
+		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
+		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
 	}, func() { st.Close() }, nil
 }

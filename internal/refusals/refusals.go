@@ -1,0 +1,90 @@
+// Package refusals records decide updates that the validator refused. Such
+// a refusal is answered to the caller and never enters the workflow's
+// history, so the worker writes it to the claims store instead: the audit
+// trail then holds every attempt, by signal or update, accepted or not.
+package refusals
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+// Recorder writes refusals to the store off the workflow's thread: a
+// workflow task must not wait on a database.
+type Recorder struct {
+	interceptor.WorkerInterceptorBase
+	st   *store.Store
+	log  *slog.Logger
+	ch   chan store.Refusal
+	done chan struct{}
+}
+
+// New starts a recorder; Close flushes it.
+func New(st *store.Store, log *slog.Logger) *Recorder {
+	r := &Recorder{st: st, log: log, ch: make(chan store.Refusal, 1024), done: make(chan struct{})}
+	go r.write()
+	return r
+}
+
+func (r *Recorder) write() {
+	defer close(r.done)
+	for ref := range r.ch {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := r.st.RecordRefusal(ctx, ref); err != nil {
+			r.log.Error("refused decision not recorded", "claim", ref.ClaimID, "approver", ref.Approver, "error", err)
+		}
+		cancel()
+	}
+}
+
+// Close stops taking refusals and waits for those queued to be written.
+func (r *Recorder) Close() {
+	close(r.ch)
+	<-r.done
+}
+
+// InterceptWorkflow implements interceptor.WorkerInterceptor.
+func (r *Recorder) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	in := &inbound{r: r}
+	in.Next = next
+	return in
+}
+
+type inbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	r *Recorder
+}
+
+// ValidateUpdate runs only when an update arrives, never on replay, so each
+// refusal is recorded once.
+func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInput) error {
+	err := i.Next.ValidateUpdate(ctx, in)
+	if err == nil || in.Name != approvals.UpdateDecide {
+		return err
+	}
+	var d approvals.DecideInput
+	if len(in.Args) == 1 {
+		switch v := in.Args[0].(type) {
+		case approvals.DecideInput:
+			d = v
+		case *approvals.DecideInput:
+			d = *v
+		}
+	}
+	ref := store.Refusal{ClaimID: workflow.GetInfo(ctx).WorkflowExecution.ID, At: time.Now().UTC(), Channel: "update",
+		Approver: d.Approver, Decision: string(d.Decision), PayloadSHA256: d.PayloadSHA256, Reason: err.Error()}
+	select {
+	case i.r.ch <- ref:
+	default:
+		i.r.log.Error("refusal queue full; refused decision not recorded", "claim", ref.ClaimID, "approver", d.Approver)
+	}
+	i.r.log.Warn("decision refused", "claim", ref.ClaimID, "channel", "update", "approver", d.Approver, "refusal", ref.Reason)
+	return err
+}
