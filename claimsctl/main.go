@@ -3,6 +3,8 @@
 //	claimsctl show CLAIM...       narrate a claim from its event history
 //	claimsctl payments CLAIM...   transfers per claim, from the payment provider
 //	claimsctl wait --status waiting CLAIM...   block until claims reach a status
+//	claimsctl withdraw CLAIM | amend CLAIM --amount … | audit CLAIM
+//	claimsctl dlq list | dlq redrive CLAIM
 package main
 
 import (
@@ -24,6 +26,11 @@ const usage = `usage:
   claimsctl show CLAIM...       narrate each claim from its event history
   claimsctl payments CLAIM...   transfers per claim, from the payment provider
   claimsctl wait [--status waiting,escalated | --closed] [--timeout 2m] CLAIM...
+  claimsctl withdraw CLAIM...   withdraw claims in the system of record
+  claimsctl amend CLAIM [--amount 2100.00] [--account acct_…]
+  claimsctl audit [--json] CLAIM   every decision attempt, accepted or refused
+  claimsctl dlq list [--json]   dead-lettered claims, with step and reason
+  claimsctl dlq redrive CLAIM   restart a dead-lettered claim from its failed step
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -41,6 +48,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = payments(ctx, args[1:], stdout)
 	case "wait":
 		err = wait(ctx, args[1:], stdout)
+	case "withdraw":
+		err = withdraw(ctx, args[1:], stdout)
+	case "amend":
+		err = amend(ctx, args[1:], stdout)
+	case "audit":
+		err = audit(ctx, args[1:], stdout)
+	case "dlq":
+		err = dlq(ctx, args[1:], stdout)
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2

@@ -22,7 +22,7 @@ import (
 // stepOf maps activity types to the step they implement.
 var stepOf = map[string]claim.Step{
 	"LoadClaim": claim.StepIntake, "TriageClaim": claim.StepTriage, "AssessClaim": claim.StepAssess,
-	"EscalateApproval": claim.StepApproval, "PayClaimant": claim.StepPay, "NotifyClaimant": claim.StepNotify,
+	"OpenApproval": claim.StepApproval, "RemindApprovers": claim.StepApproval, "EscalateApproval": claim.StepApproval, "PayClaimant": claim.StepPay, "NotifyClaimant": claim.StepNotify,
 	"CloseClaim": claim.StepClose, "WriteAudit": claim.StepAudit,
 }
 
@@ -35,6 +35,7 @@ type activityRun struct {
 	lastFailure string
 	outcome     string
 	result      *commonpb.Payloads
+	reread      bool // a LoadClaim after an approval wait
 }
 
 // story is a claim run read from its event history.
@@ -86,6 +87,9 @@ func readStory(ctx context.Context, c client.Client, id string) (*story, error) 
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			typ := e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
 			r := &activityRun{typ: typ, step: stepOf[typ], outcome: "scheduled"}
+			if typ == "LoadClaim" && len(s.activities) > 0 {
+				r.step, r.reread = claim.StepApproval, true
+			}
 			byID[e.GetEventId()] = r
 			s.activities = append(s.activities, r)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
@@ -158,7 +162,7 @@ func (s *story) print(out io.Writer, calls []store.ModelCall) {
 	}
 	for step := claim.StepIntake; step <= claim.StepAudit; step++ {
 		for _, a := range s.activities {
-			if a.step == step {
+			if a.step == step && !a.reread {
 				fmt.Fprintf(out, "  step %d %-9s %s\n", step, step, a.describe())
 			}
 		}
@@ -172,6 +176,11 @@ func (s *story) print(out io.Writer, calls []store.ModelCall) {
 					d.DecidedAt.Sub(ap.RequestedAt).Round(time.Millisecond), d.Stage, d.Verdict, d.Approver, d.Channel)
 			} else if ap.Expired {
 				fmt.Fprintf(out, "  step 5 %-9s nobody decided: escalated, then expired at %s\n", step, ap.Deadline.Format(time.RFC3339))
+			}
+		}
+		for _, a := range s.activities {
+			if a.step == step && a.reread {
+				fmt.Fprintf(out, "  step %d %-9s %s\n", step, step, a.describe())
 			}
 		}
 	}
@@ -195,8 +204,17 @@ func (a *activityRun) describe() string {
 		fmt.Fprintf(&b, "RESUMED: attempt %d on %s after %q; ", a.attempt, a.identity, a.lastFailure)
 	}
 	b.WriteString(a.outcome)
-	if a.typ == "EscalateApproval" {
+	switch a.typ {
+	case "OpenApproval":
+		b.WriteString(": approver directory read")
+	case "RemindApprovers":
+		b.WriteString(": reminder to the adjusters")
+	case "EscalateApproval":
 		b.WriteString(": escalation notice to the supervisors")
+	case "LoadClaim":
+		if a.reread {
+			b.WriteString(": claim re-read after the wait")
+		}
 	}
 	if a.result != nil && a.typ == "PayClaimant" {
 		var pr activities.PayResult

@@ -90,7 +90,7 @@ bin/claimsctl wait --closed --timeout 120s claim-0044 >/dev/null
 
 say "What happened, read from each claim's event history"
 bin/claimsctl show claim-0042 claim-0043 claim-0044
-echo "    Claimant e-mails in $MAIL_SPOOL: $(ls "$MAIL_SPOOL" | grep -c '\.eml$')"
+echo "    Messages in the mail spool $MAIL_SPOOL (claimant notices, reminder, escalation): $(ls "$MAIL_SPOOL" | grep -c '\.eml$')"
 
 say "Transfers at the payment provider"
 bin/claimsctl payments claim-0042 claim-0043 claim-0044

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/google/uuid"
+	"github.com/stripe/stripe-go/v76"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+func dlq(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: claimsctl dlq list [--json] | claimsctl dlq redrive CLAIM")
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	switch args[0] {
+	case "list":
+		return dlqList(ctx, c, len(args) > 1 && args[1] == "--json", out)
+	case "redrive":
+		if len(args) != 2 {
+			return errors.New("usage: claimsctl dlq redrive CLAIM")
+		}
+		return redrive(ctx, c, args[1], out)
+	}
+	return fmt.Errorf("dlq: unknown subcommand %q", args[0])
+}
+
+type deadClaim struct {
+	ClaimID string `json:"claim_id"`
+	RunID   string `json:"run_id"`
+	workflows.DeadLetter
+}
+
+func deadLettered(ctx context.Context, c client.Client) ([]deadClaim, error) {
+	var out []deadClaim
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf("%s = %q", workflows.ClaimStatusKey.GetName(), workflows.StatusDeadLettered), NextPageToken: token,
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range resp.GetExecutions() {
+			d := deadClaim{ClaimID: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId()}
+			var r workflows.ClaimResult
+			if err := c.GetWorkflow(ctx, d.ClaimID, d.RunID).Get(ctx, &r); err == nil && r.DeadLetter != nil {
+				d.DeadLetter = *r.DeadLetter
+			}
+			out = append(out, d)
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+func dlqList(ctx context.Context, c client.Client, asJSON bool, out io.Writer) error {
+	dead, err := deadLettered(ctx, c)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(out).Encode(dead)
+	}
+	if len(dead) == 0 {
+		fmt.Fprintln(out, "no dead-lettered claims")
+	}
+	for _, d := range dead {
+		fmt.Fprintf(out, "%s  step %d (%s)  %s: %s\n", d.ClaimID, d.Step, d.StepName, d.ErrorType, d.Error)
+		for _, u := range d.UnknownEffects {
+			fmt.Fprintf(out, "    outcome unknown: %s\n", u)
+		}
+	}
+	return nil
+}
+
+// redrive restarts a dead-lettered claim from its failed step by resetting
+// the run to the workflow task that scheduled that step: every step before it
+// stays recorded and is not run again. It refuses while a payment outcome is
+// unknown at the provider, and for runs stopped by a cap (the same input
+// would hit the same cap).
+func redrive(ctx context.Context, c client.Client, id string, out io.Writer) error {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return err
+	}
+	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	var r workflows.ClaimResult
+	if err := c.GetWorkflow(ctx, id, runID).Get(ctx, &r); err != nil {
+		return fmt.Errorf("%s has not finished: %w", id, err)
+	}
+	if r.Status != workflows.StatusDeadLettered || r.DeadLetter == nil {
+		return fmt.Errorf("%s is %s, not dead-lettered", id, r.Status)
+	}
+	dl := r.DeadLetter
+	if dl.ErrorType == workflows.ErrCap {
+		return fmt.Errorf("%s stopped at a cap (%s); a redrive would hit it again: start a new claim with a higher cap", id, dl.Error)
+	}
+	if claim.Step(dl.Step) == claim.StepPay {
+		if err := paymentSettled(ctx, id, r); err != nil {
+			return fmt.Errorf("refusing to redrive %s: %w", id, err)
+		}
+	}
+	resetTo, err := taskBefore(ctx, c, id, runID)
+	if err != nil {
+		return err
+	}
+	resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 config.Get("TEMPORAL_NAMESPACE", "default"),
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+		Reason:                    fmt.Sprintf("claimsctl dlq redrive: retry step %d (%s) after %s", dl.Step, dl.StepName, dl.ErrorType),
+		WorkflowTaskFinishEventId: resetTo,
+		RequestId:                 uuid.NewString(),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: redriven from step %d (%s) as run %s\n", id, dl.Step, dl.StepName, resp.GetRunId())
+	return nil
+}
+
+// paymentSettled asks the provider what happened to the claim's payment. A
+// failed query, or a transfer under the key that pays something else, means
+// nobody knows whether money moved: a human must look first.
+func paymentSettled(ctx context.Context, id string, r workflows.ClaimResult) error {
+	sc := activities.NewStripeClient(activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", "")})
+	params := &stripe.TransferListParams{TransferGroup: stripe.String(id)}
+	params.Context = ctx
+	it := sc.Transfers.List(params)
+	key := string(claim.StepKey(id, claim.StepPay))
+	for it.Next() {
+		tr := it.Transfer()
+		if tr.Metadata["idempotency_key"] == key && (tr.Amount != r.PayoutMinor && r.PayoutMinor != 0) {
+			return fmt.Errorf("transfer %s under %s pays %d, the claim's payout is %d: payment outcome disputed", tr.ID, key, tr.Amount, r.PayoutMinor)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("payment outcome unknown: the provider did not answer: %w", err)
+	}
+	return nil
+}
+
+// taskBefore finds the workflow task that scheduled the run's last
+// activity (the one whose failure dead-lettered it: nothing is scheduled
+// after that): resetting to it runs that step again.
+func taskBefore(ctx context.Context, c client.Client, id, runID string) (int64, error) {
+	var lastTask, resetTo int64
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return 0, err
+		}
+		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			lastTask = e.GetEventId()
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			resetTo = lastTask
+		}
+	}
+	if resetTo == 0 {
+		return 0, fmt.Errorf("no activity in the history of %s to run again", id)
+	}
+	return resetTo, nil
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+func openStore() (*store.Store, error) { return store.Open(config.ClaimsDB()) }
+
+// withdraw marks claims withdrawn in the system of record. A claim waiting
+// for approval ends withdrawn, unpaid, when the wait ends and it re-reads
+// the claim.
+func withdraw(ctx context.Context, ids []string, out io.Writer) error {
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, id := range ids {
+		rec, err := st.Withdraw(ctx, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s: withdrawn (version %d)\n", id, rec.Version)
+	}
+	return nil
+}
+
+// amend changes an open claim's amount or payee. An approval given for the
+// old version is void: the run raises a new request with a new hash.
+func amend(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("amend", flag.ContinueOnError)
+	amount := fs.String("amount", "", "new claimed amount, a decimal string")
+	account := fs.String("account", "", "new payee Stripe account (acct_…)")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || (*amount == "" && *account == "") {
+		return errors.New("usage: claimsctl amend CLAIM [--amount 2100.00] [--account acct_…]")
+	}
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rec, err := st.Amend(ctx, fs.Arg(0), func(c *claim.Claim) error {
+		if *amount != "" {
+			minor, err := claim.ParseAmount(*amount, c.Currency)
+			if err != nil {
+				return fmt.Errorf("--amount: %w", err)
+			}
+			c.AmountMinor = minor
+		}
+		if *account != "" {
+			c.Claimant.StripeAccount = *account
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: amended to %s %s, payee %s (version %d)\n", rec.Claim.ID, rec.Claim.Amount(), rec.Claim.Currency,
+		rec.Claim.Claimant.StripeAccount, rec.Version)
+	return nil
+}
+
+// audit prints a claim's decision trail: every attempt that reached the
+// workflow (from the audit record, or the live status while it runs) and
+// every update refused before history, from the store.
+func audit(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("usage: claimsctl audit [--json] CLAIM")
+	}
+	id := fs.Arg(0)
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	var trail struct {
+		ClaimID   string                `json:"claim_id"`
+		Source    string                `json:"source"`
+		Outcome   string                `json:"outcome,omitempty"`
+		Approvals []*approvals.Approval `json:"approvals,omitempty"`
+		Attempts  []approvals.Attempt   `json:"decision_attempts"`
+		Refused   []store.Refusal       `json:"refused_updates"`
+	}
+	trail.ClaimID = id
+	if rec, err := st.Audit(ctx, id); err == nil {
+		var ar workflows.AuditRecord
+		if err := json.Unmarshal(rec, &ar); err != nil {
+			return err
+		}
+		trail.Source, trail.Outcome, trail.Approvals, trail.Attempts = "audit record (step 9)", ar.Outcome, ar.Approvals, ar.Attempts
+	} else if errors.Is(err, store.ErrNotFound) {
+		c, err := dial(ctx)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+		if err != nil {
+			return fmt.Errorf("%s has no audit record yet, and its status query failed: %w", id, err)
+		}
+		var s workflows.Status
+		if err := v.Get(&s); err != nil {
+			return err
+		}
+		trail.Source, trail.Attempts = "live status (the claim is still running)", s.Attempts
+		if s.Approval != nil {
+			trail.Approvals = []*approvals.Approval{s.Approval}
+		}
+	} else {
+		return err
+	}
+	if trail.Refused, err = st.Refusals(ctx, id); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(trail)
+	}
+
+	fmt.Fprintf(out, "%s — from the %s", id, trail.Source)
+	if trail.Outcome != "" {
+		fmt.Fprintf(out, "; outcome %s", trail.Outcome)
+	}
+	fmt.Fprintln(out)
+	for i, ap := range trail.Approvals {
+		fmt.Fprintf(out, "  request %d: %s %s to %s, sha256 %s, requested %s\n", i+1, ap.Request.Amount, ap.Request.Currency,
+			ap.Request.Payee, ap.RequestSHA256[:12], ap.RequestedAt.Format(time.RFC3339))
+		if d := ap.Decision; d != nil {
+			bound := "not bound to a hash"
+			if d.HashBound {
+				bound = "bound to the request hash"
+			}
+			fmt.Fprintf(out, "    decision: %s by %s (%s) via %s at %s, %s\n", d.Verdict, d.Approver, d.Role, d.Channel, d.DecidedAt.Format(time.RFC3339), bound)
+		}
+		if ap.Voided != "" {
+			fmt.Fprintf(out, "    voided: %s\n", ap.Voided)
+		}
+	}
+	fmt.Fprintln(out, "  attempts:")
+	for _, at := range trail.Attempts {
+		verdict := "ACCEPTED"
+		if !at.Accepted {
+			verdict = "refused: " + at.Refusal
+		}
+		fmt.Fprintf(out, "    %s %-6s %-7s %-14s %-10s %s\n", at.At.Format(time.RFC3339), at.Channel, at.Decision, dash(at.Approver), dash(at.Role), verdict)
+	}
+	for _, r := range trail.Refused {
+		fmt.Fprintf(out, "    %s %-6s %-7s %-14s %-10s refused before history: %s\n", r.At.Format(time.RFC3339), r.Channel, r.Decision, dash(r.Approver), "-", r.Reason)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseInterspersed lets flags come before or after the claim ID.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	return fs.Parse(pos)
+}
