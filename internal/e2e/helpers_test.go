@@ -1,7 +1,16 @@
 package e2e
 
-import "github.com/stripe/stripe-go/v76"
+import (
+	"time"
+
+	"github.com/stripe/stripe-go/v76"
+)
 
 func transferGroup(id string) *stripe.TransferListParams {
 	return &stripe.TransferListParams{TransferGroup: stripe.String(id)}
 }
+
+const (
+	testTimeout = time.Minute
+	pollEvery   = 100 * time.Millisecond
+)

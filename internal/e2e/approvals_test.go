@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// cli runs the real Temporal CLI against the test's dev server.
+func (w *world) cli(args ...string) (string, error) {
+	return testenv.Run(w.t, nil, w.temporal, append(args, "--address", addr(w.env), "--namespace", "default")...)
+}
+
+func (w *world) ctl(args ...string) (string, error) {
+	return testenv.Run(w.t, w.env, filepath.Join(w.bin, "claimsctl"), args...)
+}
+
+func (w *world) decide(id string, in map[string]string) (string, error) {
+	b, _ := json.Marshal(in)
+	return w.cli("workflow", "update", "execute", "--workflow-id", id, "--name", "decide", "--input", string(b))
+}
+
+func (w *world) signal(id, name string, in map[string]string) {
+	b, _ := json.Marshal(in)
+	out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", name, "--input", string(b))
+	require.NoError(w.t, err, out)
+}
+
+func (w *world) status(id string) workflows.Status {
+	v, err := w.client.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
+	require.NoError(w.t, err)
+	var s workflows.Status
+	require.NoError(w.t, v.Get(&s))
+	return s
+}
+
+// Decisions through the commands an adjuster really types: refused updates
+// fail the command with the reason and change nothing; refused signals are
+// recorded; the audit trail has every attempt.
+func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
+	w := newWorld(t)
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	id := "claim-e2e-decide"
+	w.start(w.claimFile(id, "1840.00"))
+	w.waitStatus(id, workflows.StatusWaiting)
+
+	for _, tc := range []struct {
+		in   map[string]string
+		want string
+	}{
+		{map[string]string{"approver": "mallory", "decision": "approve"}, `unknown approver`},
+		{map[string]string{"approver": "adjuster-9", "decision": "approve"}, "over limit: adjuster-9 may decide up to 1500.00 USD"},
+		{map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": "0123456789ab"}, "stale decision"},
+		{map[string]string{"approver": "adjuster-17", "decision": "reject"}, "a rejection needs a reason"},
+	} {
+		out, err := w.decide(id, tc.in)
+		assert.Equal(t, 1, exitCode(err), "a refused update fails the command: %s", out)
+		assert.Contains(t, out, tc.want)
+	}
+	w.signal(id, "approve", map[string]string{"approver": "adjuster-9"}) // over limit, by signal
+	assert.Equal(t, workflows.StatusWaiting, w.status(id).State, "nothing refused changed the claim")
+
+	sum := w.status(id).Approval.RequestSHA256
+	out, err := w.decide(id, map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": sum[:12], "note": "checked"})
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "approver:adjuster-17")
+	assert.Contains(t, out, "hash_bound:true")
+	r := w.result(id)
+	assert.Equal(t, workflows.StatusPaid, r.Status)
+	assert.Equal(t, "update", r.Approval.Decision.Channel)
+	n, _ := w.transfers(id)
+	assert.Equal(t, 1, n)
+
+	out, err = w.decide(id, map[string]string{"approver": "adjuster-17", "decision": "approve"})
+	assert.NotZero(t, exitCode(err), "a closed claim takes no decision: %s", out)
+
+	out, err = w.ctl("audit", id)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "from the audit record (step 9); outcome paid")
+	assert.Contains(t, out, "decision: approve by adjuster-17 (adjuster) via update")
+	assert.Contains(t, out, "bound to the request hash")
+	assert.Equal(t, 4, strings.Count(out, "refused before history"), out)
+	assert.Contains(t, out, "refused: over limit", "the refused signal is in history")
+	assert.Contains(t, out, "ACCEPTED")
+}
+
+// A claim withdrawn or amended while it waits: the approval given for the
+// old facts does not pay.
+func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
+	w := newWorld(t)
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	w.start(w.claimFile("claim-e2e-withdraw", "1840.00"), w.claimFile("claim-e2e-amend", "1840.00"))
+	w.waitStatus("claim-e2e-withdraw", workflows.StatusWaiting)
+	w.waitStatus("claim-e2e-amend", workflows.StatusWaiting)
+
+	out, err := w.ctl("withdraw", "claim-e2e-withdraw")
+	require.NoError(t, err, out)
+	w.signal("claim-e2e-withdraw", "approve", map[string]string{"approver": "adjuster-17"})
+	r := w.result("claim-e2e-withdraw")
+	assert.Equal(t, workflows.StatusWithdrawn, r.Status)
+	n, _ := w.transfers("claim-e2e-withdraw")
+	assert.Zero(t, n, "a withdrawn claim is never paid")
+	out, err = w.ctl("amend", "claim-e2e-withdraw", "--amount", "10.00")
+	assert.Error(t, err, "a closed claim cannot be amended: %s", out)
+
+	first := w.status("claim-e2e-amend").Approval.RequestSHA256
+	out, err = w.ctl("amend", "claim-e2e-amend", "--amount", "2100.00")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "amended to 2100.00 usd")
+	w.signal("claim-e2e-amend", "approve", map[string]string{"approver": "adjuster-17", "payload_sha256": first})
+	// The approval was for 1840.00: void; a new request for 2100.00 waits.
+	var second workflows.Status
+	require.Eventually(t, func() bool {
+		second = w.status("claim-e2e-amend")
+		return second.Approval != nil && second.Approval.RequestSHA256 != first && second.State == workflows.StatusWaiting
+	}, testTimeout, pollEvery)
+	assert.Equal(t, "2100.00", second.Approval.Request.Amount)
+	out, err = w.decide("claim-e2e-amend", map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": first})
+	assert.Equal(t, 1, exitCode(err), "the old hash is stale now: %s", out)
+	out, err = w.decide("claim-e2e-amend", map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": second.Approval.RequestSHA256})
+	require.NoError(t, err, out)
+	r = w.result("claim-e2e-amend")
+	assert.Equal(t, workflows.StatusPaid, r.Status)
+	require.Len(t, r.Approvals, 2)
+	assert.Contains(t, r.Approvals[0].Voided, "amount 1840.00 usd → 2100.00 usd")
+	n, total := w.transfers("claim-e2e-amend")
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(210000), total)
+}
+
+// A payment that fails for good (a bad key was deployed) dead-letters the
+// claim; once the key is fixed, redrive runs step 6 again, and only step 6.
+func TestDeadLetterAndRedrive(t *testing.T) {
+	w := newWorld(t)
+	broken := append(append([]string{}, w.env...), "STRIPE_SECRET_KEY=sk_test_revoked")
+	bad := testenv.Supervise(t, broken, filepath.Join(w.bin, "worker"))
+	id := "claim-e2e-dlq"
+	w.start(w.claimFile(id, "640.00"))
+	r := w.result(id)
+	require.Equal(t, workflows.StatusDeadLettered, r.Status)
+	assert.Equal(t, "PaymentConfig", r.DeadLetter.ErrorType)
+	assert.Equal(t, []string{"payment " + id + ":step6"}, r.DeadLetter.UnknownEffects)
+	bad.Stop()
+
+	out, err := w.ctl("dlq", "list")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, fmt.Sprintf("%s  step 6 (pay)  PaymentConfig", id))
+
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	out, err = w.ctl("dlq", "redrive", id)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "redriven from step 6 (pay)")
+	r = w.result(id)
+	assert.Equal(t, workflows.StatusPaid, r.Status)
+	n, _ := w.transfers(id)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, map[string]int{"triage": 1, "assess": 1}, map[string]int{
+		"triage": w.modelCalls(id)[2], "assess": w.modelCalls(id)[4]}, "the redrive did not re-run the model steps")
+
+	// A cap is not redriven: the same input would hit it again.
+	w.start("--max-payout", "100.00", w.claimFile("claim-e2e-cap", "640.00"))
+	r = w.result("claim-e2e-cap")
+	require.Equal(t, workflows.StatusDeadLettered, r.Status)
+	out, err = w.ctl("dlq", "redrive", "claim-e2e-cap")
+	assert.Error(t, err)
+	assert.Contains(t, out, "stopped at a cap")
+}
