@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,6 +69,17 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	}
 	w.signal(id, "approve", map[string]string{"approver": "adjuster-9"}) // over limit, by signal
 	assert.Equal(t, workflows.StatusWaiting, w.status(id).State, "nothing refused changed the claim")
+
+	// Operators find waits by stage and deadline through visibility.
+	deadline := w.status(id).Approval.Deadline
+	query := func(before time.Time) string {
+		out, err := w.cli("workflow", "list", "--query",
+			fmt.Sprintf(`ClaimStatus="waiting" AND ApprovalDeadline < "%s"`, before.UTC().Format(time.RFC3339)))
+		require.NoError(t, err, out)
+		return out
+	}
+	require.Eventually(t, func() bool { return strings.Contains(query(deadline.Add(time.Minute)), id) }, testTimeout, pollEvery)
+	assert.NotContains(t, query(deadline.Add(-time.Minute)), id, "not yet past its deadline")
 
 	sum := w.status(id).Approval.RequestSHA256
 	out, err := w.decide(id, map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": sum[:12], "note": "checked"})
