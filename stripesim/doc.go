@@ -42,6 +42,44 @@
 // alive and try to commit afterwards, its commit is refused (the key now has
 // another owner) and it answers 409 instead of creating a duplicate.
 //
+// # Fault injection
+//
+// To prove that callers survive receiver faults, FaultRule values (added with
+// Server.AddFault, Config.Faults, the command's STRIPESIM_FAULTS / -faults,
+// or POST /_sim/faults) make matching requests fail. A rule matches on method
+// (default POST), exact path (default /v1/transfers), and optionally the
+// request's transfer_group and an Idempotency-Key prefix. Rules are checked in
+// insertion order, the first live match fires and counts, and a rule retires
+// after Times firings (0 = once, -1 = never). Faults live in memory only,
+// apply after authentication and only to /v1 requests, and each firing is
+// logged at warn level. The faults are:
+//
+//   - 500-after-commit: the request runs normally (for a create the transfer
+//     and its saved idempotent response commit in one transaction), then the
+//     client gets 500 api_error instead. A retry with the same key replays
+//     (Idempotent-Replayed: true) and a list by transfer_group shows it.
+//   - drop-after-commit: likewise, but the connection is closed with no
+//     response at all. Beware that Go's HTTP transport may resend a request
+//     that carries an Idempotency-Key on its own when a reused keep-alive
+//     connection dies, so the caller may just see the replay. Both after-commit
+//     faults discard whatever the request produced (a replay or a validation
+//     error too).
+//   - slow: sleeps Delay, then handles the request normally. The sleep comes
+//     first, before the idempotency key is reserved, and the request is then
+//     detached from the client's cancellation: a caller that times out sees a
+//     timeout while its request still lands afterwards, as on a real
+//     provider. A retry sent during the sleep executes first, and the late
+//     original then replays it.
+//   - 429 (rate_limit), 409 (idempotency_key_in_use, byte for byte what a
+//     real in-flight conflict returns) and 500-before-commit (api_error):
+//     answered without executing; nothing is stored against the key, so a
+//     retry executes normally.
+//
+// In JSON a rule's delay is a Go duration string ("250ms", "3s"); unknown
+// fields are rejected. GET /_sim/faults lists the rules (with id, fired and
+// retired), POST /_sim/faults adds one and answers {"id":N}, and DELETE
+// /_sim/faults clears them all and answers {"cleared":N}.
+//
 // # Scope
 //
 // All configured API keys act on one simulated account, which owns a single
@@ -50,5 +88,6 @@
 // missing charge), and balances are unlimited.
 //
 // The /_sim endpoints are unauthenticated operational helpers:
-// GET /_sim/health answers "ok" and GET /_sim/idempotency lists KeyStats.
+// GET /_sim/health answers "ok", GET /_sim/idempotency lists KeyStats and
+// /_sim/faults manages fault injection (above).
 package stripesim

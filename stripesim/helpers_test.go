@@ -84,9 +84,13 @@ func (h *harness) stop() {
 	require.NoError(h.t, h.sim.Close())
 }
 
-func newClient(url, key string) *client.API {
+func newClient(url, key string) *client.API { return newClientWith(url, key, nil) }
+
+// newClientWith uses hc (nil = stripe-go's default) for the HTTP exchanges.
+func newClientWith(url, key string, hc *http.Client) *client.API {
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:               stripe.String(url),
+		HTTPClient:        hc,
 		MaxNetworkRetries: stripe.Int64(0),
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})

@@ -42,6 +42,9 @@ type Config struct {
 	// Now is the clock for created timestamps and key expiry; default
 	// time.Now. Tests inject a fake clock to expire keys.
 	Now func() time.Time
+	// Faults are fault-injection rules installed at Open, in order, as if by
+	// AddFault; Open fails if one is invalid (see FaultRule.Validate).
+	Faults []FaultRule
 }
 
 func (c Config) withDefaults() Config {
@@ -80,6 +83,7 @@ type Server struct {
 	log     *slog.Logger
 	store   *store
 	hooks   atomic.Pointer[Hooks]
+	faults  faultSet
 	handler http.Handler
 }
 
@@ -87,6 +91,9 @@ type Server struct {
 // ready to serve. Close releases the database.
 func Open(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
+	if err := validateFaults(cfg.Faults); err != nil {
+		return nil, fmt.Errorf("stripesim: %w", err)
+	}
 	db, err := openDB(cfg.DBPath)
 	if err != nil {
 		return nil, fmt.Errorf("stripesim: open %q: %w", cfg.DBPath, err)
@@ -98,6 +105,12 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, store: st}
 	s.hooks.Store(&Hooks{})
+	for _, r := range cfg.Faults {
+		s.faults.add(r)
+	}
+	if len(cfg.Faults) > 0 {
+		s.log.Warn("fault injection active", "rules", len(cfg.Faults))
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -160,12 +173,17 @@ func (s *Server) routes() http.Handler {
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { writeError(w, errUnrecognizedURL(r)) })
 
 	root := http.NewServeMux()
-	root.Handle("/v1/", s.authenticate(api))
+	root.Handle("/v1/", s.authenticate(s.injectFaults(api)))
 	root.Handle("/_sim/health", methods{http.MethodGet: func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, "ok")
 	}})
 	root.Handle("/_sim/idempotency", methods{http.MethodGet: s.serveKeyStats})
+	root.Handle("/_sim/faults", methods{
+		http.MethodGet:    s.serveFaults,
+		http.MethodPost:   s.serveAddFault,
+		http.MethodDelete: s.serveClearFaults,
+	})
 	root.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { writeError(w, errUnrecognizedURL(r)) })
 	return s.logRequests(root)
 }
@@ -191,6 +209,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets http.ResponseController reach the connection (to hijack it for
+// FaultDropAfterCommit).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if r.status == 0 {

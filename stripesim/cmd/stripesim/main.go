@@ -11,10 +11,20 @@
 //	STRIPESIM_DB        -db        SQLite file              (default var/stripesim.db)
 //	STRIPESIM_KEY_TTL   -key-ttl   idempotency key lifetime (default 24h)
 //	STRIPESIM_API_KEYS  -api-keys  comma-separated keys     (default sk_test_local)
+//	STRIPESIM_FAULTS    -faults    fault-injection rules    (default none)
+//
+// STRIPESIM_FAULTS / -faults is a JSON array of stripesim.FaultRule objects,
+// installed in order at startup (delay is a Go duration string), e.g.
+//
+//	STRIPESIM_FAULTS='[{"fault":"500-after-commit","transfer_group":"claim_1"},{"fault":"slow","delay":"3s","times":-1}]'
+//
+// Rules can also be listed, added and cleared at run time with GET, POST and
+// DELETE on /_sim/faults.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +58,7 @@ type options struct {
 	db      string
 	keyTTL  time.Duration
 	apiKeys []string
+	faults  []stripesim.FaultRule
 }
 
 // parseOptions reads the environment first so that flags, parsed second,
@@ -69,6 +80,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	db := fs.String("db", env("STRIPESIM_DB", "var/stripesim.db"), `SQLite database file (":memory:" for a throwaway one)`)
 	keyTTL := fs.Duration("key-ttl", ttl, "how long idempotency keys are remembered")
 	keys := fs.String("api-keys", env("STRIPESIM_API_KEYS", stripesim.DefaultAPIKey), "comma-separated accepted secret keys")
+	faultsJSON := fs.String("faults", getenv("STRIPESIM_FAULTS"), `fault-injection rules, a JSON array such as '[{"fault":"429","times":2}]'`)
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -78,7 +90,32 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	if *keyTTL <= 0 {
 		return options{}, errors.New("key TTL must be positive")
 	}
-	return options{addr: *addr, db: *db, keyTTL: *keyTTL, apiKeys: splitKeys(*keys)}, nil
+	faults, err := parseFaults(*faultsJSON)
+	if err != nil {
+		return options{}, err
+	}
+	return options{addr: *addr, db: *db, keyTTL: *keyTTL, apiKeys: splitKeys(*keys), faults: faults}, nil
+}
+
+// parseFaults decodes a JSON array of fault rules ("" means none) and
+// validates each, so a bad rule stops startup with a precise message.
+func parseFaults(s string) ([]stripesim.FaultRule, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var rules []stripesim.FaultRule
+	if err := json.Unmarshal([]byte(s), &rules); err != nil {
+		return nil, fmt.Errorf("faults: want a JSON array of rules: %w", err)
+	}
+	for i, r := range rules {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("faults[%d]: %w", i, err)
+		}
+	}
+	if len(rules) == 0 {
+		return nil, nil
+	}
+	return rules, nil
 }
 
 func splitKeys(s string) []string {
@@ -105,7 +142,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	sim, err := stripesim.Open(stripesim.Config{
-		DBPath: opts.db, APIKeys: opts.apiKeys, KeyTTL: opts.keyTTL, Logger: logger,
+		DBPath: opts.db, APIKeys: opts.apiKeys, KeyTTL: opts.keyTTL, Logger: logger, Faults: opts.faults,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/durableclaims/durableclaims/stripesim"
 )
 
 func TestParseOptionsFlagsOverrideEnv(t *testing.T) {
@@ -33,20 +36,61 @@ func TestParseOptionsFlagsOverrideEnv(t *testing.T) {
 	assert.Error(t, err)
 }
 
+func TestParseOptionsFaults(t *testing.T) {
+	env := map[string]string{
+		"STRIPESIM_FAULTS": `[{"fault":"slow","delay":"2s","transfer_group":"claim_1","times":-1},
+			{"fault":"500-after-commit","method":"POST","key_prefix":"pay-"}]`,
+	}
+	getenv := func(k string) string { return env[k] }
+	opts, err := parseOptions(nil, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []stripesim.FaultRule{
+		{Fault: stripesim.FaultSlow, Delay: 2 * time.Second, TransferGroup: "claim_1", Times: -1},
+		{Fault: stripesim.FaultErrorAfterCommit, Method: "POST", KeyPrefix: "pay-"},
+	}, opts.faults)
+
+	opts, err = parseOptions([]string{"-faults", `[{"fault":"429","times":3}]`}, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []stripesim.FaultRule{{Fault: stripesim.FaultRateLimit, Times: 3}}, opts.faults, "the flag overrides the env")
+
+	opts, err = parseOptions([]string{"-faults="}, getenv, io.Discard)
+	require.NoError(t, err)
+	assert.Nil(t, opts.faults, "an empty flag switches env faults off")
+	opts, err = parseOptions(nil, func(k string) string { return map[string]string{"STRIPESIM_FAULTS": "[]"}[k] }, io.Discard)
+	require.NoError(t, err)
+	assert.Nil(t, opts.faults)
+
+	for _, bad := range []struct{ json, msg string }{
+		{`{"fault":"429"}`, "JSON array"},
+		{`[{"fault":"429"},{"fault":"nope"}]`, "faults[1]: fault rule: unknown fault"},
+		{`[{"fault":"slow","delay":"2"}]`, "missing unit"},
+		{`[{"fault":"slow","delay":2000000000}]`, "Go duration string"},
+		{`[{"fault":"429","transfer-group":"x"}]`, "unknown field"},
+	} {
+		_, err := parseOptions(nil, func(k string) string { return map[string]string{"STRIPESIM_FAULTS": bad.json}[k] }, io.Discard)
+		assert.ErrorContains(t, err, bad.msg, bad.json)
+	}
+}
+
 func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "nested", "sim.db") // parent dir is created
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", dbPath}, func(string) string { return "" }, pw)
+		getenv := func(k string) string {
+			return map[string]string{"STRIPESIM_FAULTS": `[{"fault":"409","key_prefix":"x-"}]`}[k]
+		}
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", dbPath}, getenv, pw)
 		pw.Close()
 	}()
 
 	lines := bufio.NewScanner(pr)
 	var base string
-	for base == "" && lines.Scan() {
-		base, _ = strings.CutPrefix(lines.Text(), "stripesim listening on ")
+	for base == "" && lines.Scan() { // skip JSON log lines (e.g. "fault injection active")
+		if addr, ok := strings.CutPrefix(lines.Text(), "stripesim listening on "); ok {
+			base = addr
+		}
 	}
 	require.NotEmpty(t, base, "no listening line")
 	go io.Copy(io.Discard, pr) // keep draining JSON logs
@@ -55,6 +99,15 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, err = http.Get(base + "/_sim/faults")
+	require.NoError(t, err)
+	var faults []stripesim.FaultRule
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&faults))
+	resp.Body.Close()
+	assert.Equal(t, []stripesim.FaultRule{{
+		ID: 1, Fault: stripesim.FaultKeyInUse, Method: "POST", Path: "/v1/transfers", KeyPrefix: "x-", Times: 1,
+	}}, faults, "STRIPESIM_FAULTS installed at startup")
 
 	cancel()
 	select {
