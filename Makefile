@@ -9,13 +9,13 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl stripesim
 
-.PHONY: all build demo test vet temporal-cli clean
+.PHONY: all build demo test vet bench temporal-cli clean
 
 all: build
 
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./stripesim/cmd/stripesim
+	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./stripesim/cmd/stripesim ./bench
 
 temporal-cli:
 	@if [ ! -x "$(TEMPORAL)" ]; then \
@@ -25,6 +25,11 @@ temporal-cli:
 
 demo: temporal-cli build
 	./scripts/demo.sh
+
+# Throughput, latency, history size, memory and crash recovery against bare
+# Temporal in one run (about 10 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
+bench: temporal-cli build
+	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -json var/bench/latest.json $(BENCH_FLAGS)
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -19,10 +19,8 @@ import (
 	"strings"
 	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -217,18 +215,9 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 	if _, _, err := st.PutClaim(ctx, in.Claim); err != nil {
 		return err
 	}
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:        id,
-		TaskQueue: workflows.TaskQueue,
-		// One run per claim, ever: a second start of a running or finished
-		// claim is refused by the server and reported here.
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
-		// Without this the SDK quietly hands back the existing run, and we
-		// could not tell the operator that nothing new was started.
-		WorkflowExecutionErrorWhenAlreadyStarted: true,
-		TypedSearchAttributes:                    temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning)),
-	}, workflows.WorkflowType, in)
+	// One run per claim, ever: a second start of a running or finished
+	// claim is refused by the server and reported here.
+	run, err := c.ExecuteWorkflow(ctx, workflows.StartOptions(id), workflows.WorkflowType, in)
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &already):

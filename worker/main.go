@@ -14,6 +14,7 @@ import (
 	"net/smtp"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
@@ -59,6 +60,24 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		logger.Warn("crash injection armed", "points", crashAt, "state", crashState)
 	}
 
+	if addr := os.Getenv("METRICS_ADDR"); addr != "" {
+		stop, err := serveDebug(addr, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	// The workflow cache keeps running claims in memory between their
+	// workflow tasks. A parked claim gains nothing from it (its next task is
+	// days away and replays a short history in microseconds), so the cache is
+	// small: memory and goroutines stay flat however many claims wait. See
+	// README, Performance.
+	size, err := strconv.Atoi(config.Get("WORKFLOW_CACHE_SIZE", "32"))
+	if err != nil || size < 0 {
+		return fmt.Errorf("WORKFLOW_CACHE_SIZE=%q: want a number of workflows", os.Getenv("WORKFLOW_CACHE_SIZE"))
+	}
+	worker.SetStickyWorkflowCacheSize(size)
+
 	c, err := config.Dial(context.Background(), logger)
 	if err != nil {
 		return err
@@ -73,6 +92,10 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		// heartbeat-bounded budget) before exiting; anything longer is retried
 		// elsewhere with the same idempotency key.
 		WorkerStopTimeout: 20 * time.Second,
+		// A workflow task sent to a dead worker's sticky queue moves to the
+		// shared queue after this long (default 5 s): part of the recovery
+		// time after a kill.
+		StickyScheduleToStartTimeout: 2 * time.Second,
 	})
 	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
 	w.RegisterActivity(acts)

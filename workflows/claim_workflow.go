@@ -18,30 +18,76 @@ import (
 // a is the nil receiver the workflow names activities by.
 var a *activities.Activities
 
-// Activity options. Every activity heartbeats (the worker's interceptor does
-// it for them), so a worker killed mid-step is noticed within the heartbeat
-// timeout rather than the start-to-close timeout, and the step retries on
-// another worker within seconds. Retries are bounded: a step that keeps
-// failing ends the run dead-lettered, never looping forever.
+// How each step runs. Every history event is a write on the server and a
+// billed action, so a step is a regular activity (three events, plus the
+// workflow task that follows) only where a crash must not cost more than
+// that step; it is a local activity (one marker event, recorded with the next
+// workflow task) where it is the first thing its workflow task does, so a
+// crash during it re-runs it alone:
+//
+//	step 1 intake  local    first thing the run does; a read
+//	step 2 triage  local    after intake only: a crash re-runs a read and the triage
+//	step 4 assess  regular  the boundary that checkpoints the first model answer
+//	step 5 open    local    first thing after assess's task: the approver directory
+//	step 5 re-read local    first thing after the decision arrives; a read
+//	step 6 pay     regular  money: its own checkpoint, its own heartbeat
+//	step 7 notify  local    first thing after pay's task; recorded when close is scheduled
+//	step 8 close   regular  the boundary that checkpoints the e-mail
+//	step 9 audit   local    first thing after close's task; the completion records it
+//
+// The task that schedules the payment runs no local activity, so a redrive
+// of a failed payment (a reset to that task) repeats no model call.
+//
+// On the auto-approve path that is three regular activities, four workflow
+// tasks and 28 history events, where nine regular activities would take 59.
+//
+// Regular activities heartbeat (the worker's interceptor does it for them),
+// so a worker killed mid-step is noticed within the heartbeat timeout and
+// the step retries elsewhere within seconds. Local activities are retried by
+// the next worker after the workflow task times out. Retries are bounded: a
+// step that keeps failing ends the run dead-lettered, never looping forever.
+type stepOptions struct {
+	remote *workflow.ActivityOptions
+	local  *workflow.LocalActivityOptions
+	// costly marks a local activity whose re-run would cost something (a
+	// model call, a side effect): another local activity must not follow it
+	// in the same workflow task.
+	costly bool
+}
+
+func (o stepOptions) retry() temporal.RetryPolicy {
+	if o.local != nil {
+		return *o.local.RetryPolicy
+	}
+	return *o.remote.RetryPolicy
+}
+
 var (
-	readOptions = workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		HeartbeatTimeout:    5 * time.Second,
+	readStep = stepOptions{local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
-	}
-	modelOptions = workflow.ActivityOptions{
+	}}
+	modelRemote = stepOptions{remote: &workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
-		HeartbeatTimeout:    5 * time.Second,
+		HeartbeatTimeout:    3 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 6},
-	}
-	effectOptions = workflow.ActivityOptions{
+	}}
+	modelLocal = stepOptions{costly: true, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy:         modelRemote.remote.RetryPolicy,
+	}}
+	effectStep = stepOptions{remote: &workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
-		HeartbeatTimeout:    5 * time.Second,
+		HeartbeatTimeout:    3 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 20},
-	}
+	}}
+	effectLocal = stepOptions{costly: true, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy:         effectStep.remote.RetryPolicy,
+	}}
 )
 
 // maxApprovalRounds bounds how often a claim that keeps changing while it
@@ -78,6 +124,12 @@ type claimRun struct {
 	models   []ModelUse
 	pay      activities.PayResult
 	notice   activities.NotifyResult
+
+	// unrecorded is true while a costly local activity has completed in the
+	// current workflow task: its marker is not in history until the task
+	// completes, so the next step must be a regular activity (which ends the
+	// task), or a crash would re-run both.
+	unrecorded bool
 }
 
 func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
@@ -116,7 +168,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// 1. Intake: the system of record's version of the claim, and its policy.
 	r.enter(claim.StepIntake)
 	var loaded activities.LoadClaimResult
-	if err := r.exec(ctx, readOptions, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &loaded); err != nil {
+	if err := r.exec(ctx, readStep, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &loaded); err != nil {
 		return r.deadLetter(ctx, err)
 	}
 	r.setClaim(loaded.Claim, loaded.Version)
@@ -127,7 +179,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// 2. Triage: the model classifies the claim.
 	r.enter(claim.StepTriage)
 	var triage activities.TriageResult
-	if err := r.model(ctx, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
+	if err := r.model(ctx, modelLocal, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
 		return r.deadLetter(ctx, err)
 	}
 	r.used(claim.StepTriage, triage.Model, triage.OutputSHA256, triage.Usage)
@@ -158,6 +210,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		if err != nil {
 			return r.deadLetter(ctx, err)
 		}
+		r.unrecorded = false // the wait ended in a new workflow task
 		switch {
 		case appr.Capped:
 			return r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge))
@@ -169,7 +222,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		r.publish(ctx, StatusRunning)
 
 		var now activities.LoadClaimResult
-		if err := r.exec(ctx, readOptions, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &now); err != nil {
+		if err := r.exec(ctx, readStep, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &now); err != nil {
 			return r.deadLetter(ctx, err)
 		}
 		if now.Status == "withdrawn" {
@@ -196,7 +249,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// 6. Pay: one Stripe transfer, keyed by the step.
 	r.enter(claim.StepPay)
 	c := r.claim
-	if err := r.exec(ctx, effectOptions, a.PayClaimant, activities.PayInput{
+	if err := r.exec(ctx, effectStep, a.PayClaimant, activities.PayInput{
 		Key: r.key(claim.StepPay), WorkflowID: r.workflowID, ClaimID: c.ID,
 		AmountMinor: payout, Currency: c.Currency, Destination: c.Claimant.StripeAccount,
 	}, &r.pay); err != nil {
@@ -219,7 +272,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 	}
 	r.enter(claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
-	if err := r.model(ctx, a.AssessClaim, in, &res); err != nil {
+	if err := r.model(ctx, modelRemote, a.AssessClaim, in, &res); err != nil {
 		return 0, res, err
 	}
 	r.used(claim.StepAssess, res.Model, res.OutputSHA256, res.Usage)
@@ -238,7 +291,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string, reasons []string) (*approvals.Approval, error) {
 	c := r.claim
 	var dir activities.OpenApprovalResult
-	if err := r.exec(ctx, readOptions, a.OpenApproval, activities.OpenApprovalInput{ClaimID: c.ID}, &dir); err != nil {
+	if err := r.exec(ctx, readStep, a.OpenApproval, activities.OpenApprovalInput{ClaimID: c.ID}, &dir); err != nil {
 		return nil, err
 	}
 	req := approvals.Request{ClaimID: c.ID, Payee: c.Claimant.StripeAccount, PayeeName: c.Claimant.Name,
@@ -272,7 +325,11 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	}
 
 	r.enter(claim.StepNotify)
-	if err := r.exec(ctx, effectOptions, a.NotifyClaimant, activities.NotifyInput{
+	notify := effectLocal
+	if r.unrecorded { // e.g. rejected right after a local assessment
+		notify = effectStep
+	}
+	if err := r.exec(ctx, notify, a.NotifyClaimant, activities.NotifyInput{
 		Key: r.key(claim.StepNotify), ClaimID: c.ID, To: c.Claimant.Email, Name: c.Claimant.Name, Outcome: outcome,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, Reason: reason,
 	}, &r.notice); err != nil {
@@ -281,7 +338,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 
 	r.enter(claim.StepClose)
 	var closed activities.CloseResult
-	if err := r.exec(ctx, effectOptions, a.CloseClaim, activities.CloseInput{
+	if err := r.exec(ctx, effectStep, a.CloseClaim, activities.CloseInput{
 		Key: r.key(claim.StepClose), ClaimID: c.ID, Outcome: outcome, TransferID: r.pay.TransferID, PayoutMinor: r.status.PayoutMinor,
 	}, &closed); err != nil {
 		return r.deadLetter(ctx, err)
@@ -296,7 +353,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		return ClaimResult{}, err
 	}
 	var audited activities.AuditResult
-	if err := r.exec(ctx, effectOptions, a.WriteAudit, activities.AuditInput{
+	if err := r.exec(ctx, effectLocal, a.WriteAudit, activities.AuditInput{
 		Key: r.key(claim.StepAudit), ClaimID: c.ID, Record: record,
 	}, &audited); err != nil {
 		return r.deadLetter(ctx, err)
@@ -321,7 +378,7 @@ const ErrCap = "CapReached"
 // exec runs one activity under the run's caps: it refuses to start past the
 // age or step cap, gives the activity no more retries than steps are left,
 // and counts the attempts it took.
-func (r *claimRun) exec(ctx workflow.Context, opts workflow.ActivityOptions, fn, in any, out interface{ Attempts() int32 }) error {
+func (r *claimRun) exec(ctx workflow.Context, opts stepOptions, fn, in any, out interface{ Attempts() int32 }) error {
 	if age := workflow.Now(ctx).Sub(r.started); age >= r.caps.MaxAge {
 		return capErr("age", "the run is %s old, its cap is %s", age.Round(time.Second), r.caps.MaxAge)
 	}
@@ -329,13 +386,23 @@ func (r *claimRun) exec(ctx workflow.Context, opts workflow.ActivityOptions, fn,
 	if left <= 0 {
 		return capErr("steps", "%d activity executions, retries included", r.status.StepsExecuted)
 	}
-	rp := *opts.RetryPolicy
+	rp := opts.retry()
 	cut := rp.MaximumAttempts == 0 || int(rp.MaximumAttempts) > left
 	if cut {
 		rp.MaximumAttempts = int32(left)
 	}
-	opts.RetryPolicy = &rp
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), fn, in).Get(ctx, out)
+	var f workflow.Future
+	if opts.local != nil {
+		lo := *opts.local
+		lo.RetryPolicy = &rp
+		f = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), fn, in)
+	} else {
+		ro := *opts.remote
+		ro.RetryPolicy = &rp
+		f = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ro), fn, in)
+	}
+	err := f.Get(ctx, out)
+	r.unrecorded = opts.local != nil && (opts.costly || r.unrecorded)
 	if err != nil {
 		var actErr *temporal.ActivityError
 		if cut && errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
@@ -349,11 +416,11 @@ func (r *claimRun) exec(ctx workflow.Context, opts workflow.ActivityOptions, fn,
 }
 
 // model runs a model activity under the spend cap as well.
-func (r *claimRun) model(ctx workflow.Context, fn, in any, out interface{ Attempts() int32 }) error {
+func (r *claimRun) model(ctx workflow.Context, opts stepOptions, fn, in any, out interface{ Attempts() int32 }) error {
 	if r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros {
 		return capErr("model spend", "spent %d of %d micro-dollars", r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros)
 	}
-	return r.exec(ctx, modelOptions, fn, in, out)
+	return r.exec(ctx, opts, fn, in, out)
 }
 
 // used accounts for a model answer: recorded for the audit, counted
@@ -441,7 +508,7 @@ func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *a
 			key = key.Sub(fmt.Sprintf("r%d", n))
 		}
 		var res activities.NotifyResult
-		return r.exec(ctx, effectOptions, fn, activities.NoticeInput{
+		return r.exec(ctx, effectStep, fn, activities.NoticeInput{
 			Key: key, ClaimID: r.claim.ID, Amount: appr.Request.Amount, Currency: r.claim.Currency,
 			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
 		}, &res)

@@ -7,6 +7,8 @@ package workflows
 import (
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/approvals"
@@ -38,6 +40,30 @@ const (
 	StatusExpired      = "expired"
 	StatusDeadLettered = "dead-lettered"
 )
+
+// WorkflowTaskTimeout is how long a worker has to finish one workflow task,
+// local activities included. It bounds how long a claim waits after its
+// worker dies mid-task before another worker takes over (the default 10 s
+// made recovery after a kill the slowest step; see README, Performance).
+// A local activity that runs longer keeps its task alive with heartbeats.
+const WorkflowTaskTimeout = 4 * time.Second
+
+// StartOptions are the options every program starting a claim uses: the
+// claim ID as workflow ID, one run per claim ever, ClaimStatus set from the
+// start (no upsert event), and the workflow task timeout.
+func StartOptions(claimID string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{
+		ID:                       claimID,
+		TaskQueue:                TaskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Without this the SDK quietly hands back the existing run, and a
+		// starter could not tell that nothing new was started.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowTaskTimeout:                      WorkflowTaskTimeout,
+		TypedSearchAttributes:                    temporal.NewSearchAttributes(ClaimStatusKey.ValueSet(StatusRunning)),
+	}
+}
 
 // ClaimInput starts a claim. Options carry the operations settings that
 // workflow code must not read from the environment.

@@ -44,7 +44,9 @@ var binaries = map[string]string{
 }
 
 // notShipped lists main packages that are deliberately left out of the image.
-var notShipped = map[string]bool{}
+var notShipped = map[string]bool{
+	"./bench": true, // a benchmark harness for `make bench`, not a service
+}
 
 func repoRoot(t *testing.T) string {
 	t.Helper()

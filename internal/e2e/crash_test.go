@@ -84,9 +84,11 @@ func (w *world) waitStatus(id, status string) {
 	}, time.Minute, 100*time.Millisecond, "%s never reached %s", id, status)
 }
 
-// attempts returns, per activity type, the attempt that finally ran.
-func (w *world) attempts(id string) map[string]int32 {
-	out := map[string]int32{}
+// attempts returns, per regular activity type, the attempt that finally
+// ran, and how many workflow tasks timed out while running (a worker died
+// in a local activity).
+func (w *world) attempts(id string) (map[string]int32, int) {
+	out, timeouts := map[string]int32{}, 0
 	scheduled := map[int64]string{}
 	it := w.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -98,8 +100,11 @@ func (w *world) attempts(id string) map[string]int32 {
 		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
 			out[scheduled[a.GetScheduledEventId()]] = a.GetAttempt()
 		}
+		if a := e.GetWorkflowTaskTimedOutEventAttributes(); a != nil && a.GetTimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
+			timeouts++
+		}
 	}
-	return out
+	return out, timeouts
 }
 
 func (w *world) modelCalls(id string) map[claim.Step]int {
@@ -177,18 +182,25 @@ func TestCrashesCostOneStepAndNeverASecondPayment(t *testing.T) {
 	assert.Equal(t, workflows.StatusPaid, w.result("claim-e2e-assess").Status)
 	assert.Equal(t, 3, worker.Kills())
 
-	for id, resumed := range map[string]string{"claim-e2e-pay": "PayClaimant", "claim-e2e-notify": "NotifyClaimant", "claim-e2e-assess": "AssessClaim"} {
+	// Pay and assess are regular activities: the server retried them
+	// (attempt 2) after their heartbeat stopped. Notify is a local activity:
+	// the workflow task running it timed out and the next worker ran it again.
+	for id, resumed := range map[string]string{"claim-e2e-pay": "PayClaimant", "claim-e2e-notify": "local", "claim-e2e-assess": "AssessClaim"} {
 		n, _ := w.transfers(id)
 		assert.Equal(t, 1, n, "%s: exactly one transfer", id)
 		assert.Equal(t, 1, w.mails(id), "%s: exactly one claimant e-mail", id)
 		assert.Equal(t, map[claim.Step]int{claim.StepTriage: 1, claim.StepAssess: 1}, w.modelCalls(id),
 			"%s: each model step called once: completed steps are read from history, never asked again", id)
-		for typ, attempt := range w.attempts(id) {
+		attempts, taskTimeouts := w.attempts(id)
+		for typ, attempt := range attempts {
 			if typ == resumed {
 				assert.Equal(t, int32(2), attempt, "%s: the interrupted step %s ran again", id, typ)
 			} else {
 				assert.Equal(t, int32(1), attempt, "%s: step %s was not interrupted and ran once", id, typ)
 			}
+		}
+		if resumed == "local" {
+			assert.Equal(t, 1, taskTimeouts, "%s: the workflow task running the local step timed out once", id)
 		}
 	}
 	n, total := w.transfers("claim-e2e-notify")
