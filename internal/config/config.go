@@ -14,7 +14,11 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/internal/codec"
 )
 
 // Get returns the variable or def when it is unset or empty.
@@ -56,6 +60,27 @@ func Logger(component string) *slog.Logger {
 // ClaimsDB is the system of record's SQLite file.
 func ClaimsDB() string { return Get("CLAIMS_DB", "var/claims.db") }
 
+// DataConverter is the data converter every client uses: the SDK default
+// with payloads encrypted by internal/codec (AES-256-GCM) when keys are
+// configured (CODEC_KEYS_FILE or CODEC_KEYS), else the SDK default. Code
+// that decodes payloads read from history should use it too.
+func DataConverter() (converter.DataConverter, error) {
+	dc, _, err := dataConverter()
+	return dc, err
+}
+
+// dataConverter also returns the key ring, nil when encryption is off.
+func dataConverter() (converter.DataConverter, *codec.Keyring, error) {
+	kr, err := codec.LoadFromEnv()
+	if err != nil {
+		return nil, nil, fmt.Errorf("payload encryption keys: %w", err)
+	}
+	if kr == nil {
+		return converter.GetDefaultDataConverter(), nil, nil
+	}
+	return codec.DataConverter(kr), kr, nil
+}
+
 // Dial connects to Temporal from the environment.
 func Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
@@ -66,6 +91,19 @@ func Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
 		opts.HostPort = client.DefaultHostPort
 	}
 	opts.Logger = log.NewStructuredLogger(logger)
+	dc, kr, err := dataConverter()
+	if err != nil {
+		return nil, err
+	}
+	if kr != nil {
+		opts.DataConverter = dc
+		// Failure messages can carry claim data too (a provider's refusal
+		// names the account): encrypt them with the same keys.
+		opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+			DataConverter: dc, EncodeCommonAttributes: true,
+		})
+		logger.Info("payload encryption on", "active_key", kr.Active, "key_ids", kr.IDs())
+	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %q): %w", opts.HostPort, opts.Namespace, err)

@@ -1,0 +1,59 @@
+package codec_test
+
+import (
+	"context"
+	"encoding/base64"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/durableclaims/durableclaims/internal/codec"
+	"github.com/durableclaims/durableclaims/internal/config"
+)
+
+// The binaries get their data converter from internal/config; check the
+// wiring from here (internal/config has no test of its own for it).
+func TestConfigDataConverter(t *testing.T) {
+	t.Run("encryption off", func(t *testing.T) {
+		t.Setenv(codec.EnvKeysFile, "")
+		t.Setenv(codec.EnvKeys, "")
+		dc, err := config.DataConverter()
+		require.NoError(t, err)
+		assert.Same(t, converter.GetDefaultDataConverter(), dc)
+	})
+	t.Run("encryption on", func(t *testing.T) {
+		_, js, err := codec.GenerateKeyring("2026-11")
+		require.NoError(t, err)
+		t.Setenv(codec.EnvKeysFile, "")
+		t.Setenv(codec.EnvKeys, string(js))
+		dc, err := config.DataConverter()
+		require.NoError(t, err)
+		p, err := dc.ToPayload(map[string]string{"email": "someone@example.org"})
+		require.NoError(t, err)
+		assert.Equal(t, codec.MetadataEncodingEncrypted, string(p.Metadata[converter.MetadataEncoding]))
+		assert.NotContains(t, string(p.Data), "someone@example.org")
+		var back map[string]string
+		require.NoError(t, dc.FromPayload(p, &back))
+		assert.Equal(t, "someone@example.org", back["email"])
+	})
+	t.Run("bad keys stop Dial before it connects", func(t *testing.T) {
+		short := base64.StdEncoding.EncodeToString([]byte("sixteen byte key"))
+		t.Setenv(codec.EnvKeysFile, "")
+		t.Setenv(codec.EnvKeys, `{"active":"k","keys":{"k":"`+short+`"}}`)
+		_, err := config.DataConverter()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "16 bytes")
+		assert.NotContains(t, err.Error(), short)
+
+		t.Setenv("TEMPORAL_ADDRESS", "127.0.0.1:1") // never reached
+		c, err := config.Dial(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		require.Error(t, err)
+		assert.Nil(t, c)
+		assert.True(t, strings.Contains(err.Error(), "payload encryption keys"), err.Error())
+	})
+}
