@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/stripe/stripe-go/v76/client"
 	"go.temporal.io/sdk/activity"
@@ -113,5 +112,3 @@ type Meta struct {
 func (m Meta) Attempts() int32 { return m.Attempt }
 
 func meta(ctx context.Context) Meta { return Meta{Attempt: int32(attempt(ctx))} }
-
-func now() time.Time { return time.Now().UTC() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -31,6 +32,8 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if err := in.Claim.Validate(); err != nil {
 		return LoadClaimResult{}, invalid("%v", err)
 	}
+	point := claim.StepKey(in.Claim.ID, claim.StepIntake) // a crash point only: reads need no key
+	a.fault(ctx, point, BeforeEffect)
 	rec, err := a.Store.GetClaim(ctx, in.Claim.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		rec, _, err = a.Store.PutClaim(ctx, in.Claim)
@@ -38,6 +41,7 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if err != nil {
 		return LoadClaimResult{}, err
 	}
+	a.fault(ctx, point, AfterEffect)
 	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, Meta: meta(ctx)}
 	if p, ok := a.Policies[rec.Claim.PolicyID]; ok {
 		res.Policy = &p
@@ -57,6 +61,9 @@ type CloseInput struct {
 // CloseResult says whether the close had already been recorded.
 type CloseResult struct {
 	Replayed bool `json:"replayed"`
+	// ClosedAt is when the system of record closed the claim, the same on
+	// every replay: the audit record is stamped with it.
+	ClosedAt time.Time `json:"closed_at"`
 	Meta
 }
 
@@ -66,7 +73,7 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 		return CloseResult{}, err
 	}
 	a.fault(ctx, in.Key, BeforeEffect)
-	replayed, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
+	replayed, closedAt, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return CloseResult{}, nonRetryable(err, ErrIdempotencyConflict)
 	}
@@ -74,7 +81,7 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 		return CloseResult{}, err
 	}
 	a.fault(ctx, in.Key, AfterEffect)
-	return CloseResult{Replayed: replayed, Meta: meta(ctx)}, nil
+	return CloseResult{Replayed: replayed, ClosedAt: closedAt.UTC(), Meta: meta(ctx)}, nil
 }
 
 // AuditInput is step 9's input: the run's audit record, already rendered by

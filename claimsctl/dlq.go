@@ -97,11 +97,11 @@ func dlqList(ctx context.Context, c client.Client, asJSON bool, out io.Writer) e
 // unknown at the provider, and for runs stopped by a cap (the same input
 // would hit the same cap).
 func redrive(ctx context.Context, c client.Client, id string, out io.Writer) error {
-	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := c.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return err
 	}
-	runID := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	runID := desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
 	var r workflows.ClaimResult
 	if err := c.GetWorkflow(ctx, id, runID).Get(ctx, &r); err != nil {
 		return fmt.Errorf("%s has not finished: %w", id, err)

@@ -47,9 +47,9 @@ func payments(ctx context.Context, ids []string, out io.Writer) error {
 		switch n {
 		case 0:
 			status := "no claim status"
-			if desc, err := c.DescribeWorkflowExecution(ctx, id, ""); err == nil {
+			if desc, err := c.DescribeWorkflow(ctx, id, ""); err == nil {
 				var s string
-				if p := desc.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.ClaimStatusKey.GetName()]; p != nil {
+				if p := desc.RawResponse.GetWorkflowExecutionInfo().GetSearchAttributes().GetIndexedFields()[workflows.ClaimStatusKey.GetName()]; p != nil {
 					if err := converter.GetDefaultDataConverter().FromPayload(p, &s); err == nil {
 						status = s
 					}

@@ -36,6 +36,7 @@ type activityRun struct {
 	outcome     string
 	result      *commonpb.Payloads
 	reread      bool // a LoadClaim after an approval wait
+	dc          converter.DataConverter
 }
 
 // story is a claim run read from its event history.
@@ -76,7 +77,10 @@ func show(ctx context.Context, ids []string, out io.Writer) error {
 func readStory(ctx context.Context, c client.Client, id string) (*story, error) {
 	s := &story{id: id}
 	byID := map[int64]*activityRun{}
-	dc := converter.GetDefaultDataConverter()
+	dc, err := config.DataConverter() // decrypts when codec keys are configured
+	if err != nil {
+		return nil, err
+	}
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
@@ -86,7 +90,7 @@ func readStory(ctx context.Context, c client.Client, id string) (*story, error) 
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			typ := e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
-			r := &activityRun{typ: typ, step: stepOf[typ], outcome: "scheduled"}
+			r := &activityRun{typ: typ, step: stepOf[typ], outcome: "scheduled", dc: dc}
 			if typ == "LoadClaim" && len(s.activities) > 0 {
 				r.step, r.reread = claim.StepApproval, true
 			}
@@ -218,7 +222,7 @@ func (a *activityRun) describe() string {
 	}
 	if a.result != nil && a.typ == "PayClaimant" {
 		var pr activities.PayResult
-		if converter.GetDefaultDataConverter().FromPayloads(a.result, &pr) == nil {
+		if a.dc.FromPayloads(a.result, &pr) == nil {
 			fmt.Fprintf(&b, ", transfer %s", pr.TransferID)
 			if pr.Replayed {
 				fmt.Fprintf(&b, " REPLAYED (the original transfer, found by %s; no new money moved)", pr.ReplayedBy)

@@ -39,9 +39,9 @@ func wait(ctx context.Context, args []string, out io.Writer) error {
 	defer c.Close()
 	for _, id := range fs.Args() {
 		for {
-			desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+			desc, err := c.DescribeWorkflow(ctx, id, "")
 			if err == nil {
-				info := desc.GetWorkflowExecutionInfo()
+				info := desc.RawResponse.GetWorkflowExecutionInfo()
 				var status string
 				if p := info.GetSearchAttributes().GetIndexedFields()[workflows.ClaimStatusKey.GetName()]; p != nil {
 					_ = converter.GetDefaultDataConverter().FromPayload(p, &status)

@@ -125,6 +125,11 @@ type claimRun struct {
 	pay      activities.PayResult
 	notice   activities.NotifyResult
 
+	// beforePay, when set, runs just before the payment: the seam the
+	// replay tests use to prove a change to the step sequence behind
+	// workflow.GetVersion still replays every recorded history.
+	beforePay func(ctx workflow.Context) error
+
 	// unrecorded is true while a costly local activity has completed in the
 	// current workflow task: its marker is not in history until the task
 	// completes, so the next step must be a regular activity (which ends the
@@ -249,6 +254,11 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// 6. Pay: one Stripe transfer, keyed by the step.
 	r.enter(claim.StepPay)
 	c := r.claim
+	if r.beforePay != nil {
+		if err := r.beforePay(ctx); err != nil {
+			return r.deadLetter(ctx, err)
+		}
+	}
 	if err := r.exec(ctx, effectStep, a.PayClaimant, activities.PayInput{
 		Key: r.key(claim.StepPay), WorkflowID: r.workflowID, ClaimID: c.ID,
 		AmountMinor: payout, Currency: c.Currency, Destination: c.Claimant.StripeAccount,
@@ -348,7 +358,10 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: outcome, Reason: reason,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
 		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(),
-		ClaimVersion: r.status.Version, NotificationID: r.notice.MessageID, ClosedAt: workflow.Now(ctx).UTC()})
+		// ClosedAt comes from step 8's recorded result, not workflow.Now: if
+		// this step runs again in a later workflow task, its record must be
+		// byte for byte the one it may already have written.
+		ClaimVersion: r.status.Version, NotificationID: r.notice.MessageID, ClosedAt: closed.ClosedAt})
 	if err != nil {
 		return ClaimResult{}, err
 	}

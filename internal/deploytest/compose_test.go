@@ -46,6 +46,7 @@ var binaries = map[string]string{
 // notShipped lists main packages that are deliberately left out of the image.
 var notShipped = map[string]bool{
 	"./bench": true, // a benchmark harness for `make bench`, not a service
+	"./soak":  true, // the chaos soak for `make soak`, not a service
 }
 
 func repoRoot(t *testing.T) string {

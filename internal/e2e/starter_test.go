@@ -41,7 +41,7 @@ func TestStarterValidatesFirstAndNeverStartsTwice(t *testing.T) {
 	assert.Equal(t, 2, exitCode(err), out)
 	assert.Contains(t, out, bad+": amount: \"12.345\" has more than 2 decimal places for USD")
 	assert.Contains(t, out, "nothing started")
-	_, err = w.client.DescribeWorkflowExecution(context.Background(), "claim-e2e-start", "")
+	_, err = w.client.DescribeWorkflow(context.Background(), "claim-e2e-start", "")
 	var notFound *serviceerror.NotFound
 	assert.ErrorAs(t, err, &notFound, "the valid claim in a bad batch must not start")
 	st, err := store.Open(w.store)
@@ -60,11 +60,11 @@ func TestStarterValidatesFirstAndNeverStartsTwice(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "started claim-e2e-start")
 	assert.Contains(t, out, `temporal workflow signal --workflow-id claim-e2e-start --name approve --input '{"approver":"adjuster-17"}'`)
-	first, err := w.client.DescribeWorkflowExecution(context.Background(), "claim-e2e-start", "")
+	first, err := w.client.DescribeWorkflow(context.Background(), "claim-e2e-start", "")
 	require.NoError(t, err)
 
 	out, err = testenv.Run(t, w.env, starter, good)
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "claim-e2e-start already exists (run "+first.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	assert.Contains(t, out, "claim-e2e-start already exists (run "+first.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	assert.Contains(t, out, "not starting another")
 }

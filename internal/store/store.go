@@ -181,35 +181,39 @@ func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
 	return rec, nil
 }
 
-// CloseClaim records the claim's final outcome under key, once. A repeat with
-// the same key reports replayed; a different key for an already closed claim
-// is ErrConflict.
-func (s *Store) CloseClaim(ctx context.Context, id string, key claim.IdempotencyKey, outcome, transferID string, payoutMinor int64) (replayed bool, err error) {
+// CloseClaim records the claim's final outcome under key, once, and says
+// when. A repeat with the same key reports replayed and the original time; a
+// different key for an already closed claim is ErrConflict.
+func (s *Store) CloseClaim(ctx context.Context, id string, key claim.IdempotencyKey, outcome, transferID string, payoutMinor int64) (replayed bool, closedAt time.Time, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("store: close %s: %w", id, err)
+		return false, time.Time{}, fmt.Errorf("store: close %s: %w", id, err)
 	}
 	defer tx.Rollback()
 	var closedKey sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT closed_key FROM claims WHERE id = ?`, id).Scan(&closedKey)
+	var updated string
+	err = tx.QueryRowContext(ctx, `SELECT closed_key, updated_at FROM claims WHERE id = ?`, id).Scan(&closedKey, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, fmt.Errorf("store: close claim %s: %w", id, ErrNotFound)
+		return false, time.Time{}, fmt.Errorf("store: close claim %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return false, fmt.Errorf("store: close claim %s: %w", id, err)
+		return false, time.Time{}, fmt.Errorf("store: close claim %s: %w", id, err)
 	}
 	switch closedKey.String {
 	case string(key):
-		return true, nil
+		at, _ := time.Parse(time.RFC3339Nano, updated) // a closed claim is never updated again
+		return true, at, nil
 	case "":
 	default:
-		return false, fmt.Errorf("store: claim %s was closed under %s, not %s: %w", id, closedKey.String, key, ErrConflict)
+		return false, time.Time{}, fmt.Errorf("store: claim %s was closed under %s, not %s: %w", id, closedKey.String, key, ErrConflict)
 	}
+	now := s.stamp()
 	if _, err := tx.ExecContext(ctx, `UPDATE claims SET status = ?, closed_key = ?, transfer_id = ?, payout_minor = ?,
-		version = version + 1, updated_at = ? WHERE id = ?`, outcome, string(key), nullIfEmpty(transferID), payoutMinor, s.stamp(), id); err != nil {
-		return false, fmt.Errorf("store: close claim %s: %w", id, err)
+		version = version + 1, updated_at = ? WHERE id = ?`, outcome, string(key), nullIfEmpty(transferID), payoutMinor, now, id); err != nil {
+		return false, time.Time{}, fmt.Errorf("store: close claim %s: %w", id, err)
 	}
-	return false, tx.Commit()
+	at, _ := time.Parse(time.RFC3339Nano, now)
+	return false, at, tx.Commit()
 }
 
 func nullIfEmpty(s string) any {

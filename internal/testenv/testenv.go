@@ -174,7 +174,7 @@ func Supervise(t testing.TB, env []string, path string, args ...string) *Supervi
 				t.Errorf("start %s: %v", path, err)
 				return
 			}
-			err = cmd.Wait()
+			_ = cmd.Wait() // how it ended is read from ProcessState
 			s.mu.Lock()
 			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 				s.kills++

@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// crashCase kills the worker once at one step and phase.
+type crashCase struct {
+	step  claim.Step
+	phase activities.Phase
+	// regular names the step's regular activity; empty for a local one.
+	regular string
+	// approval runs the claim down the approval path (step 5 exists there).
+	approval bool
+}
+
+// The matrix: every step with something to interrupt, before its side
+// effect and after it (before the activity returns). Step 3, coverage, is
+// pure workflow code with no activity: the kill points around it are the
+// end of step 2 and the start of step 4, both below.
+func matrix() []crashCase {
+	var out []crashCase
+	for _, c := range []crashCase{
+		{step: claim.StepIntake}, {step: claim.StepTriage}, {step: claim.StepAssess, regular: "AssessClaim"},
+		{step: claim.StepApproval, approval: true}, {step: claim.StepPay, regular: "PayClaimant"},
+		{step: claim.StepNotify}, {step: claim.StepClose, regular: "CloseClaim"}, {step: claim.StepAudit},
+	} {
+		for _, ph := range []activities.Phase{activities.BeforeEffect, activities.AfterEffect} {
+			c.phase = ph
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// TestCrashMatrix runs every case in parallel against one dev server, each
+// with its own worker process, task queue and claims store, so a kill
+// interrupts exactly one claim. For each: the claim completes; exactly one
+// transfer, one e-mail and one ledger close; no model call repeated for a
+// completed step; and the step run again is the one the kill interrupted.
+func TestCrashMatrix(t *testing.T) {
+	srv := testenv.DevServer(t)
+	_, stripeURL := testenv.Stripe(t)
+	bin := testenv.Binaries(t)
+	temporalCLI := testenv.TemporalCLI(t)
+	payments := activities.NewStripeClient(activities.StripeConfig{APIBase: stripeURL})
+
+	for _, tc := range matrix() {
+		name := fmt.Sprintf("step%d-%s-%s", tc.step, tc.step, tc.phase)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			id := "claim-matrix-" + name
+			queue := "claims-" + name
+			w := &world{t: t, temporal: temporalCLI, bin: bin, client: srv.Client(),
+				store: filepath.Join(dir, "claims.db"), mail: filepath.Join(dir, "mail"),
+				stripe: &activities.Activities{Stripe: payments}}
+			w.env = []string{
+				"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
+				"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",
+				"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "CLAIMS_TASK_QUEUE=" + queue, "LOG_LEVEL=info",
+			}
+			worker := testenv.Supervise(t, w.env, filepath.Join(bin, "worker"),
+				"--crash-at", fmt.Sprintf("%s:%d:%s", id, tc.step, tc.phase), "--crash-state", filepath.Join(dir, "crash-fired"))
+
+			amount := "640.00"
+			if tc.approval {
+				amount = "1840.00"
+			}
+			opts := workflows.StartOptions(id)
+			opts.TaskQueue = queue
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			run, err := w.client.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, workflows.ClaimInput{Claim: matrixClaim(t, id, amount)})
+			require.NoError(t, err)
+			if tc.approval {
+				w.waitStatus(id, workflows.StatusWaiting)
+				w.signal(id, "approve", map[string]string{"approver": "adjuster-17"})
+			}
+			var r workflows.ClaimResult
+			require.NoError(t, run.Get(ctx, &r))
+
+			assert.Equal(t, workflows.StatusPaid, r.Status)
+			assert.Equal(t, 1, worker.Kills(), "the crash point fired once")
+			n, total := w.transfers(id)
+			assert.Equal(t, 1, n, "exactly one transfer")
+			assert.Equal(t, r.PayoutMinor, total)
+			assert.Equal(t, 1, w.mails(id), "exactly one claimant e-mail")
+			st, err := store.Open(w.store)
+			require.NoError(t, err)
+			rec, err := st.GetClaim(ctx, id)
+			st.Close()
+			require.NoError(t, err)
+			assert.Equal(t, "paid", rec.Status)
+			assert.Equal(t, string(claim.StepKey(id, claim.StepClose)), rec.ClosedKey)
+			assert.Equal(t, int64(2), rec.Version, "registered once, closed once")
+
+			// A model step is called again only if it was the one interrupted
+			// after its call.
+			want := map[claim.Step]int{claim.StepTriage: 1, claim.StepAssess: 1}
+			if (tc.step == claim.StepTriage || tc.step == claim.StepAssess) && tc.phase == activities.AfterEffect {
+				want[tc.step] = 2
+			}
+			assert.Equal(t, want, w.modelCalls(id), "model calls per step")
+
+			attempts, taskTimeouts := w.attempts(id)
+			for typ, attempt := range attempts {
+				if typ == tc.regular {
+					assert.Equal(t, int32(2), attempt, "the interrupted step %s ran again", typ)
+				} else {
+					assert.Equal(t, int32(1), attempt, "step %s was not interrupted", typ)
+				}
+			}
+			if tc.regular == "" {
+				assert.Equal(t, 1, taskTimeouts, "the workflow task running the local step timed out once and ran again")
+			} else {
+				assert.Contains(t, attempts, tc.regular)
+				assert.Zero(t, taskTimeouts, "no workflow task was interrupted")
+			}
+			assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, w.describe(id).GetWorkflowExecutionInfo().GetStatus())
+		})
+	}
+}
+
+func matrixClaim(t *testing.T, id, amount string) claim.Claim {
+	c, err := claim.File{ClaimID: id, PolicyID: "pol-1001",
+		Claimant: claim.Claimant{Name: "Ada Lovelace", Email: "ada@example.com", StripeAccount: "acct_1Ada"},
+		Amount:   amount, Currency: "usd", Description: "A burst pipe flooded the kitchen overnight",
+		Documents: []claim.Document{{Name: "a.jpg", Path: "blob://a.jpg"}}}.Claim()
+	require.NoError(t, err)
+	return c
+}

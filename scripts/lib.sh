@@ -1,0 +1,65 @@
+# Shared by demo.sh and record-histories.sh: bring up a local stack (the
+# Temporal dev server, stripesim, and a worker under a supervisor loop that
+# restarts it when it dies) in a directory, and take it down again.
+#
+# Set before sourcing: STACK (a directory), TEMPORAL_ADDRESS, STRIPESIM_ADDR,
+# UI_PORT. Call stack_up [worker flags...]; stack_down runs on exit.
+
+TEMPORAL=${TEMPORAL:-$(command -v temporal || echo "$(go env GOPATH)/bin/temporal")}
+export TEMPORAL_NAMESPACE=default
+export STRIPE_API_BASE=http://$STRIPESIM_ADDR STRIPE_SECRET_KEY=sk_test_local
+export CLAIMS_DB=$STACK/claims.db MAIL_SPOOL=$STACK/mail STRIPESIM_DB=$STACK/stripesim.db
+export TEMPORAL_ADDRESS STRIPESIM_ADDR
+export LOG_LEVEL=${LOG_LEVEL:-info}
+
+say() { printf '\n==> %s\n' "$*"; }
+stack_pids=()
+stack_down() {
+  touch "$STACK/stop" 2>/dev/null || true
+  for pid in "${stack_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap stack_down EXIT
+
+listening() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
+
+stack_up() {
+  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT"; do
+    if listening "$addr"; then
+      echo "$addr is already in use; stop what listens there" >&2
+      exit 1
+    fi
+  done
+  rm -rf "$STACK" && mkdir -p "$STACK"
+
+  say "Starting the Temporal dev server on $TEMPORAL_ADDRESS (Web UI http://localhost:$UI_PORT)"
+  "$TEMPORAL" server start-dev --ip "${TEMPORAL_ADDRESS%:*}" --port "${TEMPORAL_ADDRESS##*:}" --ui-port "$UI_PORT" \
+    --search-attribute ClaimStatus=Keyword --search-attribute ApprovalDeadline=Datetime \
+    --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
+    --log-level error >"$STACK/temporal.log" 2>&1 &
+  stack_pids+=($!)
+  # Ready when the search attributes are (grep without -q: with pipefail, an
+  # early grep exit would fail the pipeline).
+  ready() { "$TEMPORAL" operator search-attribute list 2>/dev/null | grep ClaimStatus >/dev/null; }
+  for _ in $(seq 1 150); do ready && break; sleep 0.2; done
+  ready || { echo "dev server did not come up; see $STACK/temporal.log" >&2; exit 1; }
+
+  say "Starting stripesim (a local Stripe) on $STRIPESIM_ADDR"
+  bin/stripesim >"$STACK/stripesim.log" 2>&1 &
+  stack_pids+=($!)
+  for _ in $(seq 1 50); do listening "$STRIPESIM_ADDR" && break; sleep 0.1; done
+
+  say "Starting the worker under a supervisor that restarts it when it dies"
+  (
+    while [ ! -e "$STACK/stop" ]; do
+      set +e
+      bin/worker "$@" >>"$STACK/worker.log" 2>&1
+      rc=$?
+      set -e
+      [ -e "$STACK/stop" ] && break
+      [ $rc -eq 137 ] && echo "    [supervisor] worker was killed with SIGKILL; starting a new one" || echo "    [supervisor] worker exited ($rc); starting a new one"
+      sleep 0.2
+    done
+  ) 2>/dev/null &  # bash's own "Killed" notices; the supervisor says it instead
+  stack_pids+=($!)
+}

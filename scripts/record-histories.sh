@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Records one history per ClaimWorkflow path into workflows/testdata/histories/,
+# for the replay test that runs on every `make test`. Run it (make histories)
+# after a change to workflow code that is meant to be compatible: it keeps the
+# histories recorded before the change, so both old and new are replayed.
+#
+# Each file is `temporal workflow show --output json` of one real run against
+# a dev server, stripesim and the worker built from this tree.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STACK=var/histories
+TEMPORAL_ADDRESS=${HIST_TEMPORAL_ADDRESS:-localhost:7243}
+STRIPESIM_ADDR=${HIST_STRIPESIM_ADDR:-localhost:12121}
+UI_PORT=${HIST_UI_PORT:-8243}
+source scripts/lib.sh
+
+OUT=workflows/testdata/histories
+TAG=${HIST_TAG:-$(date -u +%Y%m%d)}
+mkdir -p "$OUT"
+
+id() { echo "hist-$TAG-$1"; }
+start() { # name amount [starter flags]
+  local name=$1 amount=$2; shift 2
+  bin/starter "$@" --claim-id "$(id "$name")" --policy pol-1001 --name "Ada Lovelace" --email ada@example.com \
+    --account acct_1AdaLovelace42 --amount "$amount" --description "A burst pipe flooded the kitchen overnight" >/dev/null
+}
+signal() { "$TEMPORAL" workflow signal --workflow-id "$(id "$1")" --name "$2" --input "$3" >/dev/null; }
+
+stack_up --crash-at "$(id crashed-pay):6:after-effect,$(id crashed-notify):7,$(id crashed-triage):2:after-effect"
+
+say "Running one claim down each path"
+start auto 640.00
+start crashed-pay 640.00
+start crashed-notify 640.00
+start crashed-triage 640.00
+start approved 1840.00
+start approved-update 1840.00
+start rejected 1840.00
+start amended 1840.00
+start expired 2500.00 --approval-ttl 2s --escalation-ttl 2s
+start capped 640.00 --max-payout 100.00
+
+bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)"
+signal approved approve '{"approver":"adjuster-17","note":"recorded"}'
+"$TEMPORAL" workflow update execute --workflow-id "$(id approved-update)" --name decide \
+  --input '{"approver":"adjuster-17","decision":"approve"}' >/dev/null
+signal rejected reject '{"approver":"adjuster-17","reason":"recorded rejection"}'
+bin/claimsctl amend "$(id amended)" --amount 2100.00 >/dev/null
+signal amended approve '{"approver":"adjuster-17"}'
+for _ in $(seq 1 100); do
+  "$TEMPORAL" workflow query --workflow-id "$(id amended)" --name status -o json 2>/dev/null | grep -q '"2100.00"' && break
+  sleep 0.2
+done
+bin/claimsctl wait --status waiting --timeout 1m "$(id amended)" >/dev/null
+signal amended approve '{"approver":"adjuster-17"}'
+
+for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped; do
+  bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
+  "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
+  echo "    $OUT/$(id "$name").json"
+done
