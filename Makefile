@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl stripesim
 
-.PHONY: all build demo test vet bench temporal-cli clean
+.PHONY: all build demo test vet lint fuzz bench histories soak temporal-cli clean
 
 all: build
 
@@ -30,6 +30,35 @@ demo: temporal-cli build
 # Temporal in one run (about 10 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
 bench: temporal-cli build
 	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -json var/bench/latest.json $(BENCH_FLAGS)
+
+# Chaos soak: 500 claims while workers are SIGKILLed every 1-3 s and the dev
+# server restarts once, then every claim checked against the payment provider
+# and the claims store (about 6 minutes; SOAK_FLAGS="-claims 40" for a quick look).
+soak: temporal-cli build
+	$(GO) build -o bin/ ./soak
+	bin/soak -worker bin/worker -temporal "$(TEMPORAL)" $(SOAK_FLAGS)
+
+# Record one history per workflow path for the replay tests (see README, "Changing workflow code").
+histories: temporal-cli build
+	./scripts/record-histories.sh
+
+# Determinism of workflow code and general static checks, pinned.
+WORKFLOWCHECK_VERSION := v0.6.0
+STATICCHECK_VERSION := v0.8.2
+lint:
+	@test -x $(GOBIN)/workflowcheck || $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VERSION)
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	$(GOBIN)/workflowcheck -config workflowcheck.config.yaml ./...
+	$(GOBIN)/staticcheck ./...
+
+# A short run of every fuzz target (FUZZTIME=10s each by default).
+FUZZTIME ?= 10s
+fuzz:
+	@for t in $$(grep -rhoE '^func (Fuzz[A-Za-z]+)' --include='*_test.go' . | sed 's/func //' | sort -u); do \
+		pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' . | xargs -n1 dirname | head -1); \
+		echo "fuzz $$t in $$pkg"; \
+		$(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	done
 
 vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }

@@ -105,12 +105,12 @@ func (e *env) history(ctx context.Context, res *results, tag string) error {
 		return err
 	}
 	for _, ex := range resp.GetExecutions() {
-		d, err := e.client.DescribeWorkflowExecution(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
+		d, err := e.client.DescribeWorkflow(ctx, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId())
 		if err != nil {
 			return err
 		}
-		res.add("history_events", float64(d.GetWorkflowExecutionInfo().GetHistoryLength()))
-		res.add("history_bytes", float64(d.GetWorkflowExecutionInfo().GetHistorySizeBytes()))
+		res.add("history_events", float64(d.RawResponse.GetWorkflowExecutionInfo().GetHistoryLength()))
+		res.add("history_bytes", float64(d.RawResponse.GetWorkflowExecutionInfo().GetHistorySizeBytes()))
 	}
 	if len(resp.GetExecutions()) == 0 {
 		return errors.New("history: no completed claims found")

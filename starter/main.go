@@ -221,12 +221,12 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 	var already *serviceerror.WorkflowExecutionAlreadyStarted
 	switch {
 	case errors.As(err, &already):
-		desc, derr := c.DescribeWorkflowExecution(ctx, id, "")
+		desc, derr := c.DescribeWorkflow(ctx, id, "")
 		if derr != nil {
 			return derr
 		}
 		fmt.Fprintf(out, "%s already exists (run %s, %s); not starting another\n", id, already.RunId,
-			strings.ToLower(desc.GetWorkflowExecutionInfo().GetStatus().String()))
+			strings.ToLower(desc.RawResponse.GetWorkflowExecutionInfo().GetStatus().String()))
 	case err != nil:
 		return err
 	default:

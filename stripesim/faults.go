@@ -467,7 +467,7 @@ func validateFaults(rules []FaultRule) error {
 	var errs []error
 	for i, r := range rules {
 		if err := r.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("Faults[%d]: %w", i, err))
+			errs = append(errs, fmt.Errorf("config.Faults[%d]: %w", i, err))
 		}
 	}
 	return errors.Join(errs...)

@@ -86,7 +86,10 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 
 	recorder := refusals.New(acts.Store, logger)
 	defer recorder.Close()
-	w := worker.New(c, workflows.TaskQueue, worker.Options{
+	// CLAIMS_TASK_QUEUE isolates a worker (the crash tests run one per case);
+	// everything else uses the contract's queue.
+	queue := config.Get("CLAIMS_TASK_QUEUE", workflows.TaskQueue)
+	w := worker.New(c, queue, worker.Options{
 		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New(), recorder},
 		// On SIGTERM, let running activities finish their step (within the
 		// heartbeat-bounded budget) before exiting; anything longer is retried
@@ -99,7 +102,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	})
 	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
 	w.RegisterActivity(acts)
-	logger.Info("worker starting", "task_queue", workflows.TaskQueue, "claims_db", config.ClaimsDB(), "model", acts.Model.Name())
+	logger.Info("worker starting", "task_queue", queue, "claims_db", config.ClaimsDB(), "model", acts.Model.Name())
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		return err
 	}
