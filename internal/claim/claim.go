@@ -125,7 +125,11 @@ func decodeError(err error) FieldError {
 	case errors.As(err, &syntaxErr):
 		return FieldError{Field: "(file)", Reason: fmt.Sprintf("is not valid JSON at byte %d: %v", syntaxErr.Offset, err)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return FieldError{Field: strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), Reason: "is not a claim field"}
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if field == "" {
+			field = `""` // a key that is the empty string
+		}
+		return FieldError{Field: field, Reason: "is not a claim field"}
 	case errors.Is(err, io.EOF):
 		return FieldError{Field: "(file)", Reason: "is empty"}
 	default:
