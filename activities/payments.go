@@ -103,7 +103,7 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	a.fault(ctx, in.Key, BeforeEffect)
 
 	if tr, err := a.findTransfer(ctx, in); err != nil {
-		return PayResult{}, err
+		return PayResult{}, alertOnConflict(ctx, in.Key, err)
 	} else if tr != nil {
 		logger(ctx).Info("transfer already made under this key", "key", in.Key, "transfer", tr.ID)
 		return result(ctx, tr, "lookup"), nil
@@ -123,10 +123,10 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	params.AddMetadata("idempotency_key", string(in.Key))
 	tr, err := a.Stripe.Transfers.New(params)
 	if err != nil {
-		return PayResult{}, classifyStripe(err)
+		return PayResult{}, alertOnConflict(ctx, in.Key, classifyStripe(err))
 	}
 	if err := matches(tr, in); err != nil {
-		return PayResult{}, err
+		return PayResult{}, alertOnConflict(ctx, in.Key, err)
 	}
 	a.fault(ctx, in.Key, AfterEffect)
 	by := ""
@@ -167,6 +167,18 @@ func (a *Activities) findTransfer(ctx context.Context, in PayInput) (*stripe.Tra
 		return nil, classifyStripe(err)
 	}
 	return nil, nil
+}
+
+// alertOnConflict raises an alert for a key reused with different
+// parameters: never a provider problem, always a bug or tampering, and the
+// claim will be dead-lettered with no second transfer made.
+func alertOnConflict(ctx context.Context, key claim.IdempotencyKey, err error) error {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == ErrIdempotencyConflict {
+		logger(ctx).Error("ALERT: idempotency key reused with different parameters; no transfer made",
+			"alert", "idempotency_conflict", "tool", "stripe", "key", key, "error", err)
+	}
+	return err
 }
 
 // matches refuses a transfer under our key that pays something else: the

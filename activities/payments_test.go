@@ -2,6 +2,7 @@ package activities
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/stripesim"
 )
 
 func pay(t *testing.T, a *Activities, in PayInput) (PayResult, error) {
@@ -215,4 +218,59 @@ func TestEveryAttemptSendsTheSameIdempotencyKey(t *testing.T) {
 	}
 	assert.True(t, r.Replayed)
 	assert.Len(t, transfers(t, a, "claim-0048"), 1)
+}
+
+// payThroughRetries runs PayClaimant under a real workflow retry policy in
+// the test environment and returns the result and every POST the provider saw.
+func payThroughRetries(t *testing.T, a *Activities, f *fakeStripe, id string) PayResult {
+	t.Helper()
+	var ts testsuite.WorkflowTestSuite
+	env := ts.NewTestWorkflowEnvironment()
+	env.RegisterActivity(a)
+	env.RegisterWorkflow(payWorkflow)
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+	env.ExecuteWorkflow(payWorkflow, payInput(id, 184000))
+	require.NoError(t, env.GetWorkflowError())
+	var r PayResult
+	require.NoError(t, env.GetWorkflowResult(&r))
+	return r
+}
+
+// Receiver faults, injected by stripesim itself: each ends in exactly one
+// transfer, and every attempt carries the same key.
+func TestReceiverFaultsEndInOneTransfer(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		fault stripesim.FaultRule
+	}{
+		{"500 after commit", stripesim.FaultRule{Fault: stripesim.FaultErrorAfterCommit}},
+		{"connection dropped after commit", stripesim.FaultRule{Fault: stripesim.FaultDropAfterCommit}},
+		{"429 rate limited twice", stripesim.FaultRule{Fault: stripesim.FaultRateLimit, Times: 2}},
+		{"409 key in use", stripesim.FaultRule{Fault: stripesim.FaultKeyInUse}},
+		{"500 before commit", stripesim.FaultRule{Fault: stripesim.FaultErrorBeforeCommit}},
+		{"slow past the client's timeout", stripesim.FaultRule{Fault: stripesim.FaultSlow, Delay: 1500 * time.Millisecond}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeStripe(t)
+			a := newActivities(t, f)
+			// A short client timeout stands in for the activity's: the
+			// provider goes on and commits after the caller gave up.
+			a.Stripe = NewStripeClient(StripeConfig{APIBase: f.srv.URL, Timeout: 500 * time.Millisecond})
+			f.sim.AddFault(tc.fault)
+			id := "claim-fault-" + strings.ReplaceAll(tc.name, " ", "-")
+			r := payThroughRetries(t, a, f, id)
+			if tc.fault.Fault == stripesim.FaultSlow {
+				time.Sleep(1200 * time.Millisecond) // let the abandoned request land, then look again
+			}
+			trs := transfers(t, a, id)
+			require.Len(t, trs, 1, "exactly one transfer")
+			assert.Equal(t, trs[0].ID, r.TransferID)
+			for _, p := range f.posts() {
+				assert.Equal(t, id+":step6", p.Key)
+			}
+			fired := f.sim.Faults()
+			require.Len(t, fired, 1)
+			assert.Positive(t, fired[0].Fired, "the fault was injected")
+		})
+	}
 }

@@ -4,8 +4,10 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 )
 
@@ -51,4 +53,19 @@ func (s *ClaimSuite) TestDecisionsOfEveryWrongShape() {
 		s.LessOrEqual(len(a.Approver), 65+len("…"), "approver IDs are trimmed in the trail")
 		s.LessOrEqual(len(a.Payload), 256)
 	}
+}
+
+// A key replayed with different parameters is a bug, not a provider
+// problem: the claim is dead-lettered at step 6, never paid twice.
+func (s *ClaimSuite) TestIdempotencyConflictDeadLetters() {
+	s.calls.payErr = temporal.NewNonRetryableApplicationError(
+		"stripe 400 idempotency_error: Keys for idempotent requests can only be used with the same parameters",
+		activities.ErrIdempotencyConflict, nil)
+	s.start(testClaim("claim-0081", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Equal(activities.ErrIdempotencyConflict, r.DeadLetter.ErrorType)
+	s.Equal([]string{"payment claim-0081:step6"}, r.DeadLetter.UnknownEffects)
+	s.Len(s.calls.keys["pay"], 1, "not retried")
+	s.Empty(s.calls.notices)
 }
