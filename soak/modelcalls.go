@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Causes of a repeated model call.
+const (
+	causeKill    = "kill"
+	causeRestart = "server restart"
+)
+
+// checkModelCalls: the usage ledger shows each model step asked once, or
+// more often only where the soak interrupted that very step. Anything else
+// means a resumed run asked the model again for an answer it already had.
+func (v *verifier) checkModelCalls(f *claimFacts) {
+	id := f.planned.Claim.ID
+	triage, assess := string(claim.StepKey(id, claim.StepTriage)), string(claim.StepKey(id, claim.StepAssess))
+	calls := map[string]int{}
+	for _, c := range f.modelCalls {
+		calls[string(c.Key)]++
+	}
+	for key, n := range calls {
+		if key != triage && key != assess {
+			v.fail(id, "model calls", "%d call(s) under unexpected key %s", n, key)
+		}
+	}
+	if f.result == nil {
+		return // unfinished: reported already
+	}
+	// Every soak claim is covered, so every finished one passed steps 2 and 4.
+	repeated := false
+	for _, step := range []struct {
+		key     string
+		explain func(*claimFacts, int) (string, string)
+		count   *int
+	}{
+		{triage, v.explainTriage, &v.sum.ModelRepeats.Triage},
+		{assess, v.explainAssess, &v.sum.ModelRepeats.Assess},
+	} {
+		n := calls[step.key]
+		if n == 0 {
+			v.fail(id, "model calls", "no call under %s in the ledger", step.key)
+			continue
+		}
+		if n == 1 {
+			continue
+		}
+		repeated = true
+		*step.count++
+		switch cause, why := step.explain(f, n); cause {
+		case causeKill:
+			v.sum.ModelRepeats.ByKill++
+		case causeRestart:
+			v.sum.ModelRepeats.ByServerRestart++
+		default:
+			v.sum.ModelRepeats.Unexplained++
+			v.fail(id, "model calls", "%s asked %d times: %s", step.key, n, why)
+		}
+	}
+	if repeated {
+		v.sum.ModelRepeats.Claims++
+	}
+}
+
+// explainTriage: triage is a local activity in the run's first workflow
+// task, so it runs again only when that task is lost before its answer is
+// recorded. It is explained by a kill when a worker holding a lost attempt
+// was SIGKILLed before that attempt ended, or when any worker was killed
+// while the attempts history leaves out were running.
+func (v *verifier) explainTriage(f *claimFacts, n int) (string, string) {
+	t := f.hist.triage
+	if n-1 > t.lost {
+		return "", fmt.Sprintf("only %d workflow task attempt(s) were lost before its answer was recorded", t.lost)
+	}
+	var held []string
+	for _, lost := range t.interrupts {
+		if v.chaos.killedPID(pidOf(lost.identity), lost.endedAt) {
+			return causeKill, ""
+		}
+		held = append(held, fmt.Sprintf("%s %s–%s", lost.identity, lost.startedAt.Format("15:04:05.000"), lost.endedAt.Format("15:04:05.000")))
+	}
+	switch {
+	case t.lost > len(t.interrupts) && v.chaos.killIn(t.firstStartedAt, t.recordedStartedAt):
+		return causeKill, ""
+	case v.chaos.restartOverlaps(t.firstStartedAt, t.recordedStartedAt):
+		return causeRestart, ""
+	}
+	return "", fmt.Sprintf("%d attempt(s) lost before the answer was recorded, with no worker killed and the server up (recorded: %s)",
+		t.lost, strings.Join(held, "; "))
+}
+
+// explainAssess: assess is a regular activity, retried by the server; each
+// attempt asks at most once. It is explained by a kill when a worker was
+// SIGKILLed between its scheduling and its last attempt's start (the
+// history does not say which worker ran the earlier attempts).
+func (v *verifier) explainAssess(f *claimFacts, n int) (string, string) {
+	a := f.hist.assess
+	switch {
+	case a == nil:
+		return "", "the history has no assessment activity"
+	case int32(n) > a.attempt:
+		return "", fmt.Sprintf("more calls than the activity's %d attempt(s)", a.attempt)
+	case v.chaos.killIn(a.scheduledAt, a.lastStartedAt):
+		return causeKill, ""
+	case v.chaos.restartOverlaps(a.scheduledAt, a.lastStartedAt):
+		return causeRestart, ""
+	}
+	return "", fmt.Sprintf("attempt %d with no kill or server restart since it was scheduled; last failure: %s", a.attempt, a.lastFailure)
+}
