@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -75,7 +76,11 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 	a.fault(ctx, in.Key, BeforeEffect)
 	replayed, closedAt, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
+		ledgerConflict(ctx, in.Key, err)
 		return CloseResult{}, nonRetryable(err, ErrIdempotencyConflict)
+	}
+	if replayed {
+		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
 	}
 	if err != nil {
 		return CloseResult{}, err
@@ -110,11 +115,20 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	a.fault(ctx, in.Key, BeforeEffect)
 	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
 	if errors.Is(err, store.ErrConflict) {
+		ledgerConflict(ctx, in.Key, err)
 		return AuditResult{}, nonRetryable(err, ErrIdempotencyConflict)
+	}
+	if replayed {
+		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
 	}
 	if err != nil {
 		return AuditResult{}, err
 	}
 	a.fault(ctx, in.Key, AfterEffect)
 	return AuditResult{SHA256: sum, Replayed: replayed, Meta: meta(ctx)}, nil
+}
+
+func ledgerConflict(ctx context.Context, key claim.IdempotencyKey, err error) {
+	logger(ctx).Error("ALERT: ledger key reused for a different record", "alert", "idempotency_conflict", "tool", metrics.ToolLedger, "key", key, "error", err)
+	metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolLedger})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -170,6 +171,8 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	a.fault(ctx, key, BeforeEffect)
 	rec, err := a.Store.ReserveMessage(ctx, store.Message{Key: key, ClaimID: claimID, Recipient: m.To, Subject: m.Subject, MessageID: m.MessageID})
 	if errors.Is(err, store.ErrConflict) {
+		logger(ctx).Error("ALERT: outbox key reused for another message", "alert", "idempotency_conflict", "tool", metrics.ToolEmail, "key", key)
+		metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolEmail})
 		return NotifyResult{}, nonRetryable(err, ErrIdempotencyConflict)
 	}
 	if err != nil {
@@ -177,6 +180,7 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	}
 	if rec.Status == store.OutboxSent {
 		logger(ctx).Info("message already sent under this key", "key", key, "message_id", rec.MessageID)
+		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolEmail, "by": "lookup"})
 		return NotifyResult{MessageID: rec.MessageID, Replayed: true, Meta: meta(ctx)}, nil
 	}
 	if err := a.Mailer.Send(ctx, m); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
 // StripeConfig selects the Stripe API: the real one for a real key, the local
@@ -106,6 +107,7 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 		return PayResult{}, alertOnConflict(ctx, in.Key, err)
 	} else if tr != nil {
 		logger(ctx).Info("transfer already made under this key", "key", in.Key, "transfer", tr.ID)
+		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolStripe, "by": "lookup"})
 		return result(ctx, tr, "lookup"), nil
 	}
 
@@ -133,6 +135,7 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	if tr.LastResponse != nil && tr.LastResponse.Header.Get("Idempotent-Replayed") == "true" {
 		by = "stripe"
 		logger(ctx).Info("stripe replayed the transfer for this key", "key", in.Key, "transfer", tr.ID)
+		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolStripe, "by": "provider"})
 	} else {
 		logger(ctx).Info("transfer created", "key", in.Key, "transfer", tr.ID, "amount_minor", tr.Amount, "currency", tr.Currency)
 	}
@@ -176,7 +179,8 @@ func alertOnConflict(ctx context.Context, key claim.IdempotencyKey, err error) e
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == ErrIdempotencyConflict {
 		logger(ctx).Error("ALERT: idempotency key reused with different parameters; no transfer made",
-			"alert", "idempotency_conflict", "tool", "stripe", "key", key, "error", err)
+			"alert", "idempotency_conflict", "tool", metrics.ToolStripe, "key", key, "error", err)
+		metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolStripe})
 	}
 	return err
 }

@@ -18,10 +18,11 @@ func init() {
 	expvar.Publish("rss_bytes", expvar.Func(func() any { return rssBytes() }))
 }
 
-// serveDebug serves the worker's operational endpoints on addr: expvar
-// (/debug/vars: goroutines, RSS, memstats) and pprof.
-func serveDebug(addr string, logger *slog.Logger) (func(), error) {
+// serveDebug serves the worker's operational endpoints on addr: Prometheus
+// metrics (/metrics), expvar (/debug/vars: goroutines, RSS) and pprof.
+func serveDebug(addr string, metrics http.Handler, logger *slog.Logger) (func(), error) {
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", metrics)
 	mux.Handle("/debug/vars", expvar.Handler())
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

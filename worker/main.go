@@ -26,6 +26,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/crash"
 	"github.com/durableclaims/durableclaims/internal/heartbeat"
+	"github.com/durableclaims/durableclaims/internal/metrics/prom"
 	"github.com/durableclaims/durableclaims/internal/refusals"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/workflows"
@@ -60,8 +61,13 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		logger.Warn("crash injection armed", "points", crashAt, "state", crashState)
 	}
 
+	prometheus, err := prom.New()
+	if err != nil {
+		return err
+	}
+	defer prometheus.Close()
 	if addr := os.Getenv("METRICS_ADDR"); addr != "" {
-		stop, err := serveDebug(addr, logger)
+		stop, err := serveDebug(addr, prometheus.HTTPHandler(), logger)
 		if err != nil {
 			return err
 		}
@@ -78,7 +84,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	}
 	worker.SetStickyWorkflowCacheSize(size)
 
-	c, err := config.Dial(context.Background(), logger)
+	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler))
 	if err != nil {
 		return err
 	}
@@ -90,7 +96,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	// everything else uses the contract's queue.
 	queue := config.Get("CLAIMS_TASK_QUEUE", workflows.TaskQueue)
 	w := worker.New(c, queue, worker.Options{
-		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New(), recorder},
+		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New(), recorder, prometheus.Interceptor()},
 		// On SIGTERM, let running activities finish their step (within the
 		// heartbeat-bounded budget) before exiting; anything longer is retried
 		// elsewhere with the same idempotency key.
@@ -102,6 +108,8 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	})
 	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
 	w.RegisterActivity(acts)
+	stopGauges := watchApprovals(c, prometheus.Handler, logger)
+	defer stopGauges()
 	logger.Info("worker starting", "task_queue", queue, "claims_db", config.ClaimsDB(), "model", acts.Model.Name())
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		return err

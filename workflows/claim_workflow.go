@@ -13,6 +13,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
 // a is the nil receiver the workflow names activities by.
@@ -130,6 +131,9 @@ type claimRun struct {
 	// workflow.GetVersion still replays every recorded history.
 	beforePay func(ctx workflow.Context) error
 
+	stepStarted time.Time
+	overBudget  bool
+
 	// unrecorded is true while a costly local activity has completed in the
 	// current workflow task: its marker is not in history until the task
 	// completes, so the next step must be a regular activity (which ends the
@@ -171,7 +175,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	r.publish(ctx, StatusRunning)
 
 	// 1. Intake: the system of record's version of the claim, and its policy.
-	r.enter(claim.StepIntake)
+	r.enter(ctx, claim.StepIntake)
 	var loaded activities.LoadClaimResult
 	if err := r.exec(ctx, readStep, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &loaded); err != nil {
 		return r.deadLetter(ctx, err)
@@ -182,7 +186,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	}
 
 	// 2. Triage: the model classifies the claim.
-	r.enter(claim.StepTriage)
+	r.enter(ctx, claim.StepTriage)
 	var triage activities.TriageResult
 	if err := r.model(ctx, modelLocal, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
 		return r.deadLetter(ctx, err)
@@ -203,7 +207,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// After any wait the claim is read again; a changed claim voids the
 	// approval and raises a new request.
 	for round := 1; ; round++ {
-		r.enter(claim.StepApproval)
+		r.enter(ctx, claim.StepApproval)
 		reasons := r.reviewReasons(payout, triage.Output, assess.Output)
 		if len(reasons) == 0 {
 			break
@@ -220,6 +224,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		case appr.Capped:
 			return r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge))
 		case appr.Decision == nil:
+			metrics.Count(ctx, metrics.ApprovalsExpired, nil)
 			return r.finish(ctx, StatusExpired, "no decision before the escalation deadline")
 		case appr.Decision.Verdict == approvals.Reject:
 			return r.finish(ctx, StatusRejected, "rejected by "+appr.Decision.Approver+": "+appr.Decision.Reason)
@@ -252,7 +257,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	}
 
 	// 6. Pay: one Stripe transfer, keyed by the step.
-	r.enter(claim.StepPay)
+	r.enter(ctx, claim.StepPay)
 	c := r.claim
 	if r.beforePay != nil {
 		if err := r.beforePay(ctx); err != nil {
@@ -274,13 +279,13 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 // the reason in the status.
 func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResult, triage activities.Triage, key claim.IdempotencyKey) (int64, activities.AssessResult, error) {
 	var res activities.AssessResult
-	r.enter(claim.StepCoverage)
+	r.enter(ctx, claim.StepCoverage)
 	r.coverage = claim.Cover(loaded.Policy, r.claim, triage.Category)
 	if !r.coverage.Covered {
 		r.status.Reason = r.coverage.Reason
 		return 0, res, nil
 	}
-	r.enter(claim.StepAssess)
+	r.enter(ctx, claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
 	if err := r.model(ctx, modelRemote, a.AssessClaim, in, &res); err != nil {
 		return 0, res, err
@@ -309,7 +314,10 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 		Rationale: rationale, Coverage: r.coverage, Reasons: reasons}
 	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.in.Options.Approval, Approvers: dir.Approvers,
 		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
-	}, approvals.Hooks{OnStage: r.onStage, Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: r.approvalNotice(a.EscalateApproval, "escalate")})
+	}, approvals.Hooks{OnStage: r.onStage, Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
+		metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
+		return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
+	}})
 }
 
 // changed says what about the claim matters to an approval and changed.
@@ -330,11 +338,16 @@ func changed(was, now claim.Claim) string {
 func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimResult, error) {
 	c := r.claim
 	r.status.Reason = reason
+	// The outcome is decided: the status query says so at once. ClaimStatus
+	// follows when the run completes (upserting it here instead would change
+	// the command sequence of every run in flight: see "Changing workflow
+	// code" in the README).
+	r.status.State = outcome
 	if outcome != StatusPaid {
 		r.status.PayoutMinor, r.status.Payout = 0, claim.FormatAmount(0, c.Currency)
 	}
 
-	r.enter(claim.StepNotify)
+	r.enter(ctx, claim.StepNotify)
 	notify := effectLocal
 	if r.unrecorded { // e.g. rejected right after a local assessment
 		notify = effectStep
@@ -346,7 +359,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		return r.deadLetter(ctx, err)
 	}
 
-	r.enter(claim.StepClose)
+	r.enter(ctx, claim.StepClose)
 	var closed activities.CloseResult
 	if err := r.exec(ctx, effectStep, a.CloseClaim, activities.CloseInput{
 		Key: r.key(claim.StepClose), ClaimID: c.ID, Outcome: outcome, TransferID: r.pay.TransferID, PayoutMinor: r.status.PayoutMinor,
@@ -354,7 +367,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		return r.deadLetter(ctx, err)
 	}
 
-	r.enter(claim.StepAudit)
+	r.enter(ctx, claim.StepAudit)
 	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: outcome, Reason: reason,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
 		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(),
@@ -372,7 +385,9 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		return r.deadLetter(ctx, err)
 	}
 
+	r.stepDone(ctx, "ok")
 	r.publish(ctx, outcome)
+	metrics.Count(ctx, metrics.ClaimsCompleted, map[string]string{"status": outcome})
 	return r.result(), nil
 }
 
@@ -473,6 +488,8 @@ func (r *claimRun) deadLetter(ctx workflow.Context, err error) (ClaimResult, err
 		}
 	}
 	workflow.GetLogger(ctx).Error("claim dead-lettered", "step", dl.StepName, "error", dl.Error)
+	r.stepDone(ctx, "error")
+	metrics.Count(ctx, metrics.ClaimsCompleted, map[string]string{"status": StatusDeadLettered})
 	r.status.Reason = fmt.Sprintf("step %d (%s) failed: %s", dl.Step, dl.StepName, dl.Error)
 	r.publish(ctx, StatusDeadLettered)
 	res := r.result()
@@ -538,8 +555,39 @@ func (r *claimRun) key(step claim.Step) claim.IdempotencyKey {
 	return claim.StepKey(r.workflowID, step)
 }
 
-func (r *claimRun) enter(step claim.Step) {
+// enter moves the run to a step, closing the one before.
+func (r *claimRun) enter(ctx workflow.Context, step claim.Step) {
+	if r.status.Step != 0 && claim.Step(r.status.Step) != step {
+		r.stepDone(ctx, "ok")
+	}
+	if claim.Step(r.status.Step) != step {
+		r.stepStarted = workflow.Now(ctx)
+	}
 	r.status.Step, r.status.StepName = int(step), step.String()
+}
+
+// stepDone measures the step that ends: its duration and outcome, and the
+// checkpoint it left (history size and length), against the run's budget.
+func (r *claimRun) stepDone(ctx workflow.Context, outcome string) {
+	step := map[string]string{"step": r.status.StepName}
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"step": r.status.StepName, "outcome": outcome}).
+		Timer(metrics.ClaimStepDuration).Record(workflow.Now(ctx).Sub(r.stepStarted))
+	info := workflow.GetInfo(ctx)
+	size := int64(info.GetCurrentHistorySize())
+	metrics.Observe(ctx, metrics.ClaimHistoryBytes, size, step)
+	metrics.Observe(ctx, metrics.ClaimHistoryEvents, int64(info.GetCurrentHistoryLength()), step)
+	if budget := r.historyBudget(); size > budget && !r.overBudget {
+		r.overBudget = true
+		workflow.GetLogger(ctx).Warn("claim history is over its budget", "bytes", size, "budget", budget, "step", r.status.StepName)
+		metrics.Count(ctx, metrics.HistoryBudgetCrossed, step)
+	}
+}
+
+func (r *claimRun) historyBudget() int64 {
+	if b := r.in.Options.HistoryBudgetBytes; b > 0 {
+		return b
+	}
+	return DefaultHistoryBudgetBytes
 }
 
 // publish upserts ClaimStatus only when it changes: every upsert is a

@@ -83,7 +83,13 @@ type Options struct {
 	Caps Caps `json:"caps"`
 	// ModelPrice turns model usage into spend.
 	ModelPrice ModelPrice `json:"model_price"`
+	// HistoryBudgetBytes is the history size past which the run warns (a
+	// log line and claim_history_budget_exceeded); default 64 KiB.
+	HistoryBudgetBytes int64 `json:"history_budget_bytes,omitempty"`
 }
+
+// DefaultHistoryBudgetBytes is the per-claim history budget.
+const DefaultHistoryBudgetBytes = 64 << 10
 
 // Caps bound a run so it never loops or spends forever.
 type Caps struct {

@@ -81,8 +81,17 @@ func dataConverter() (converter.DataConverter, *codec.Keyring, error) {
 	return codec.DataConverter(kr), kr, nil
 }
 
+// DialOption adjusts the client options Dial builds.
+type DialOption func(*client.Options)
+
+// WithMetrics sends the SDK's metrics (and the workflows' and activities')
+// to h.
+func WithMetrics(h client.MetricsHandler) DialOption {
+	return func(o *client.Options) { o.MetricsHandler = h }
+}
+
 // Dial connects to Temporal from the environment.
-func Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
+func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (client.Client, error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, fmt.Errorf("temporal client settings: %w", err)
@@ -103,6 +112,9 @@ func Dial(ctx context.Context, logger *slog.Logger) (client.Client, error) {
 			DataConverter: dc, EncodeCommonAttributes: true,
 		})
 		logger.Info("payload encryption on", "active_key", kr.Active, "key_ids", kr.IDs())
+	}
+	for _, o := range options {
+		o(&opts)
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
