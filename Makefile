@@ -16,6 +16,7 @@ all: build
 build:
 	@mkdir -p bin
 	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./stripesim/cmd/stripesim ./bench
+	$(GO) build -o bin/codec-server ./codecserver
 
 temporal-cli:
 	@if [ ! -x "$(TEMPORAL)" ]; then \
@@ -65,8 +66,13 @@ vet:
 	$(GO) vet ./...
 
 # Integration tests start their own dev server from $(TEMPORAL) on free ports.
+# The fuzz targets' seed corpora run with the tests; a short fuzzing run of
+# each follows.
 test: temporal-cli vet
 	$(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
+
+TEST_FUZZTIME ?= 5s
 
 clean:
 	rm -rf bin var
