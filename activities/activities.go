@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
@@ -28,6 +29,8 @@ type Activities struct {
 	Model    Model
 	Mailer   Mailer
 	Policies map[string]claim.Policy
+	// Blobs holds claim documents; nil skips document checks (unit tests).
+	Blobs *blobs.Store
 	// ApproversFile is the approver directory (empty: the sample); it is
 	// read on every approval so a changed file applies to the next one.
 	ApproversFile string

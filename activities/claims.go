@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -40,6 +44,9 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 		rec, _, err = a.Store.PutClaim(ctx, in.Claim)
 	}
 	if err != nil {
+		return LoadClaimResult{}, err
+	}
+	if err := a.checkDocuments(ctx, &rec.Claim); err != nil {
 		return LoadClaimResult{}, err
 	}
 	a.fault(ctx, point, AfterEffect)
@@ -131,4 +138,36 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 func ledgerConflict(ctx context.Context, key claim.IdempotencyKey, err error) {
 	logger(ctx).Error("ALERT: ledger key reused for a different record", "alert", "idempotency_conflict", "tool", metrics.ToolLedger, "key", key, "error", err)
 	metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolLedger})
+}
+
+// checkDocuments makes sure every document is in the blob store as the claim
+// says: a reference whose content changed is refused; a document that only
+// has a path the worker can read (a claim started without the starter) is
+// stored now. The claim, and so the history, never holds the content.
+func (a *Activities) checkDocuments(ctx context.Context, c *claim.Claim) error {
+	if a.Blobs == nil {
+		return nil
+	}
+	for i, d := range c.Documents {
+		if d.URI != "" {
+			if err := a.Blobs.Verify(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}); err != nil {
+				return invalid("documents[%d] (%s): %v", i, d.Name, err)
+			}
+			continue
+		}
+		f, err := os.Open(d.Path)
+		if err != nil {
+			return invalid("documents[%d] (%s): not in the blob store, and %v", i, d.Name, err)
+		}
+		ref, err := a.Blobs.Put(ctx, fmt.Sprintf("claims/%s/%d-%s", c.ID, i, filepath.Base(d.Path)), f)
+		f.Close()
+		if errors.Is(err, blobs.ErrTooLarge) {
+			return invalid("documents[%d] (%s): %v", i, d.Name, err)
+		}
+		if err != nil {
+			return err
+		}
+		c.Documents[i] = claim.Document{Name: d.Name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+	}
+	return nil
 }

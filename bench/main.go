@@ -32,6 +32,8 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
 
@@ -235,6 +237,17 @@ func (e *env) start() error {
 		e.commits.record(key)
 		return nil
 	}})
+	docs, err := blobs.Open(ctx, e.blobURL())
+	if err != nil {
+		return err
+	}
+	ref, err := docs.Put(ctx, "bench/photo.jpg", strings.NewReader("a bench photo"))
+	docs.Close()
+	if err != nil {
+		return err
+	}
+	benchDoc = claim.Document{Name: "photo.jpg", URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -290,7 +303,7 @@ func (e *env) spawnClaimsWorker(name string) (*proc, error) {
 	p, err := e.spawn(name, e.o.workerBin, nil, []string{
 		"STRIPE_API_BASE=" + e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + filepath.Join(e.dir, "claims.db"), "MAIL_SPOOL=" + filepath.Join(e.dir, "mail"),
-		"METRICS_ADDR=" + addr,
+		"METRICS_ADDR=" + addr, "BLOB_URL=" + e.blobURL(),
 	})
 	if err != nil {
 		return nil, err
@@ -405,3 +418,5 @@ func machine() string {
 	}
 	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), model, runtime.Version())
 }
+
+func (e *env) blobURL() string { return "file://" + filepath.Join(e.dir, "blobs") + "?create_dir=true" }

@@ -9,6 +9,7 @@ TEMPORAL=${TEMPORAL:-$(command -v temporal || echo "$(go env GOPATH)/bin/tempora
 export TEMPORAL_NAMESPACE=default
 export STRIPE_API_BASE=http://$STRIPESIM_ADDR STRIPE_SECRET_KEY=sk_test_local
 export CLAIMS_DB=$STACK/claims.db MAIL_SPOOL=$STACK/mail STRIPESIM_DB=$STACK/stripesim.db
+export BLOB_URL="file://$PWD/$STACK/blobs?create_dir=true"
 export TEMPORAL_ADDRESS STRIPESIM_ADDR
 export LOG_LEVEL=${LOG_LEVEL:-info}
 

@@ -283,11 +283,11 @@ func (a *approver) status(ctx context.Context, id string) (workflows.Status, err
 func (a *approver) closed(ctx context.Context, id string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	d, err := a.client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := a.client.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return false, err
 	}
-	return d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
+	return d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, nil
 }
 
 // decisions is a copy of the book, for verification and the summary.

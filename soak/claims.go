@@ -42,7 +42,7 @@ var descriptions = []string{
 
 // planClaims makes n claims, every third above the approval threshold.
 // The rest vary between 120.00 and 900.00 so amounts are not all alike.
-func planClaims(runID string, n int, rng *rand.Rand) ([]plannedClaim, error) {
+func planClaims(runID string, n int, photo string, rng *rand.Rand) ([]plannedClaim, error) {
 	plan := make([]plannedClaim, 0, n)
 	for i := 1; i <= n; i++ {
 		needsApproval := i%3 == 0
@@ -55,7 +55,7 @@ func planClaims(runID string, n int, rng *rand.Rand) ([]plannedClaim, error) {
 			Claimant: claim.Claimant{Name: fmt.Sprintf("Soak Claimant %d", i), Email: fmt.Sprintf("soak%d@example.com", i),
 				StripeAccount: fmt.Sprintf("acct_1Soak%s%04d", runID, i)},
 			Amount: amount, Currency: "usd", Description: descriptions[rng.IntN(len(descriptions))],
-			Documents: []claim.Document{{Name: "photo.jpg", Path: "blob://soak/" + id + "/photo.jpg"}}}.Claim()
+			Documents: []claim.Document{{Name: "photo.jpg", Path: photo}}}.Claim()
 		if err != nil {
 			return nil, fmt.Errorf("plan %s: %w", id, err)
 		}

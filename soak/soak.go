@@ -80,7 +80,13 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 	if err := s.setUp(ctx); err != nil {
 		return nil, err
 	}
-	plan, err := planClaims(s.runID, s.o.Claims, mrand.New(mrand.NewPCG(s.o.Seed, 0)))
+	// One photo on disk that every claim names by path: the workers store it
+	// in the blob store at intake, as for a claim started without the starter.
+	photo := filepath.Join(s.dir, "photo.jpg")
+	if err := os.WriteFile(photo, []byte("a soak photo"), 0o644); err != nil {
+		return nil, err
+	}
+	plan, err := planClaims(s.runID, s.o.Claims, photo, mrand.New(mrand.NewPCG(s.o.Seed, 0)))
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +216,8 @@ func (s *soak) sweep(ctx context.Context, pending map[string]bool) {
 			defer func() { <-sem }()
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			d, err := s.client.DescribeWorkflowExecution(dctx, id, "")
-			if err == nil && d.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			d, err := s.client.DescribeWorkflow(dctx, id, "")
+			if err == nil && d.RawResponse.GetWorkflowExecutionInfo().GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 				mu.Lock()
 				delete(pending, id)
 				mu.Unlock()
@@ -352,7 +358,7 @@ func (s *soak) startWorkers() {
 		"TEMPORAL_ADDRESS="+s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE="+s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB="+filepath.Join(s.dir, "claims.db"), "MAIL_SPOOL="+filepath.Join(s.dir, "mail"),
-		"LOG_LEVEL=warn",
+		"LOG_LEVEL=warn", "BLOB_URL=file://"+filepath.Join(s.dir, "blobs")+"?create_dir=true",
 	)
 	for i := 1; i <= s.o.Workers; i++ {
 		w := newSupervisor(fmt.Sprintf("worker-%d", i), s.o.WorkerBin, s.dir, env, s.log)

@@ -113,12 +113,12 @@ func (v *verifier) gather(ctx context.Context, p plannedClaim) *claimFacts {
 	id := p.Claim.ID
 	f := &claimFacts{planned: p}
 	bad := func(what string, err error) { f.errs = append(f.errs, fmt.Sprintf("%s: %v", what, err)) }
-	d, err := v.client.DescribeWorkflowExecution(ctx, id, "")
+	d, err := v.client.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		bad("describe", err)
 		return f
 	}
-	f.execStatus = d.GetWorkflowExecutionInfo().GetStatus()
+	f.execStatus = d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
 	if f.execStatus == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		var res workflows.ClaimResult
 		if err := v.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {

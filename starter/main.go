@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -108,7 +110,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report(stderr, path, err)
 			bad = true
 		}
+		// Document paths are relative to the claim file.
+		for i, d := range c.Documents {
+			if d.Path != "" && !filepath.IsAbs(d.Path) {
+				c.Documents[i].Path = filepath.Join(filepath.Dir(path), d.Path)
+			}
+		}
 		claims = append(claims, named{path, c})
+	}
+	for _, n := range claims {
+		if err := checkDocuments(n.claim); err != nil {
+			report(stderr, n.source, err)
+			bad = true
+		}
 	}
 	seen := map[string]string{}
 	for _, n := range claims {
@@ -147,9 +161,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer c.Close()
+	docs, err := blobs.Open(ctx, os.Getenv("BLOB_URL"))
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return exitFailed
+	}
+	defer docs.Close()
 
 	code := exitOK
 	for _, in := range inputs {
+		if err := storeDocuments(ctx, docs, &in.Claim); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
+			code = exitFailed
+			continue
+		}
 		if err := start(ctx, c, st, in, stdout); err != nil {
 			logger.Error("start failed", "claim", in.Claim.ID, "error", err)
 			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
@@ -233,5 +258,51 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 		fmt.Fprintf(out, "started %s (run %s), %s %s\n", id, run.GetRunID(), in.Claim.Amount(), in.Claim.Currency)
 	}
 	fmt.Fprintf(out, "  approve: temporal workflow signal --workflow-id %s --name approve --input '{\"approver\":\"adjuster-17\"}'\n", id)
+	return nil
+}
+
+// checkDocuments refuses, before anything starts, documents that are
+// missing or larger than the blob store takes.
+func checkDocuments(c claim.Claim) error {
+	var errs claim.ValidationError
+	for i, d := range c.Documents {
+		if d.URI != "" {
+			continue
+		}
+		fi, err := os.Stat(d.Path)
+		field := fmt.Sprintf("documents[%d].path", i)
+		switch {
+		case err != nil:
+			errs = append(errs, claim.FieldError{Field: field, Reason: fmt.Sprintf("cannot read %s: %v", d.Path, errors.Unwrap(err))})
+		case !fi.Mode().IsRegular():
+			errs = append(errs, claim.FieldError{Field: field, Reason: d.Path + " is not a regular file"})
+		case fi.Size() > blobs.DefaultMaxSize:
+			errs = append(errs, claim.FieldError{Field: field, Reason: fmt.Sprintf("%s is %d bytes, more than %d", d.Path, fi.Size(), blobs.DefaultMaxSize)})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// storeDocuments moves each document into the blob store: the claim (and
+// so its workflow history) then carries a reference, never the content.
+func storeDocuments(ctx context.Context, docs *blobs.Store, c *claim.Claim) error {
+	for i, d := range c.Documents {
+		if d.URI != "" {
+			continue
+		}
+		f, err := os.Open(d.Path)
+		if err != nil {
+			return err
+		}
+		ref, err := docs.Put(ctx, fmt.Sprintf("claims/%s/%d-%s", c.ID, i, filepath.Base(d.Path)), f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("documents[%d]: %w", i, err)
+		}
+		c.Documents[i] = claim.Document{Name: d.Name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/crash"
 	"github.com/durableclaims/durableclaims/internal/heartbeat"
@@ -107,7 +108,22 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		StickyScheduleToStartTimeout: 2 * time.Second,
 	})
 	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
-	w.RegisterActivity(acts)
+	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
+	w.RegisterWorkflowWithOptions(workflows.ReconcileWorkflow, workflow.RegisterOptions{Name: workflows.ReconcileWorkflowType})
+	// The reconciliation schedule, created or brought to RECONCILE_EVERY
+	// (default 1h; "0" removes it). A failure is logged, not fatal: claims
+	// do not wait on it.
+	every, err := config.Duration("RECONCILE_EVERY", workflows.DefaultReconcileEvery)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	if did, err := workflows.EnsureReconcileSchedule(sctx, c, every); err != nil {
+		logger.Error("reconcile schedule not set", "schedule", workflows.ReconcileScheduleID, "every", every, "error", err)
+	} else {
+		logger.Info("reconcile schedule", "schedule", workflows.ReconcileScheduleID, "every", every, "result", did)
+	}
+	cancel()
 	stopGauges := watchApprovals(c, prometheus.Handler, logger)
 	defer stopGauges()
 	logger.Info("worker starting", "task_queue", queue, "claims_db", config.ClaimsDB(), "model", acts.Model.Name())
@@ -148,6 +164,11 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 	}
 	stripeCfg := activities.StripeConfig{SecretKey: os.Getenv("STRIPE_SECRET_KEY"), APIBase: os.Getenv("STRIPE_API_BASE")}.Resolve()
 	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
+	docs, err := blobs.Open(context.Background(), os.Getenv("BLOB_URL"))
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
 	approversFile := os.Getenv("APPROVERS_FILE")
 	if _, err := authority.Load(approversFile); err != nil {
 		st.Close()
@@ -159,9 +180,10 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		Model:         model,
 		Mailer:        mailer,
 		Policies:      policies,
+		Blobs:         docs,
 		ApproversFile: approversFile,
 		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
 		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
 		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
-	}, func() { st.Close() }, nil
+	}, func() { st.Close(); docs.Close() }, nil
 }

@@ -33,10 +33,15 @@ type Claimant struct {
 	StripeAccount string `json:"stripe_account"`
 }
 
-// Document is a reference to evidence kept outside the workflow history.
+// Document is evidence kept outside the workflow history. A claim file
+// names a local Path; intake stores the file in the blob store and the claim
+// carries the reference (URI, SHA-256, size) from then on.
 type Document struct {
-	Name string `json:"name"`
-	Path string `json:"path"`
+	Name   string `json:"name"`
+	Path   string `json:"path,omitempty"`
+	URI    string `json:"uri,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size,omitempty"`
 }
 
 // Amount renders the claimed amount as a decimal string.
@@ -73,6 +78,7 @@ const (
 var (
 	idPattern      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 	accountPattern = regexp.MustCompile(`^acct_[A-Za-z0-9]{1,250}$`)
+	shaPattern     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
 // FieldError says which field of a claim is wrong and why.
@@ -207,7 +213,15 @@ func (f File) Claim() (Claim, error) {
 	}
 	for i, d := range f.Documents {
 		checkText(fmt.Sprintf("documents[%d].name", i), d.Name, MaxNameLen, true)
-		checkText(fmt.Sprintf("documents[%d].path", i), d.Path, MaxPathLen, true)
+		switch {
+		case d.Path == "" && d.URI == "":
+			bad(fmt.Sprintf("documents[%d].path", i), "is required")
+		case d.URI != "" && (!shaPattern.MatchString(d.SHA256) || d.Size < 0):
+			bad(fmt.Sprintf("documents[%d].uri", i), "needs its sha256 (64 hex digits) and size")
+		default:
+			checkText(fmt.Sprintf("documents[%d].path", i), d.Path, MaxPathLen, false)
+			checkText(fmt.Sprintf("documents[%d].uri", i), d.URI, MaxPathLen, false)
+		}
 	}
 	if len(errs) > 0 {
 		return Claim{}, errs

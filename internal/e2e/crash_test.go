@@ -46,15 +46,18 @@ func newWorld(t *testing.T) *world {
 		"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "LOG_LEVEL=info",
+		"BLOB_URL=file://" + filepath.Join(dir, "blobs") + "?create_dir=true",
 	}
 	w.stripe = &activities.Activities{Stripe: activities.NewStripeClient(activities.StripeConfig{APIBase: stripeURL})}
 	return w
 }
 
 func (w *world) claimFile(id, amount string) string {
-	path := filepath.Join(w.t.TempDir(), id+".json")
+	dir := w.t.TempDir()
+	require.NoError(w.t, os.WriteFile(filepath.Join(dir, "a.jpg"), []byte("a photo of "+id), 0o644))
+	path := filepath.Join(dir, id+".json")
 	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Ada Lovelace","email":"ada@example.com","stripe_account":"acct_1Ada"},
-		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"a.jpg","path":"blob://a.jpg"}]}`, id, amount)
+		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"a.jpg","path":"a.jpg"}]}`, id, amount)
 	require.NoError(w.t, os.WriteFile(path, []byte(doc), 0o644))
 	return path
 }

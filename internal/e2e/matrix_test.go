@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -73,6 +74,7 @@ func TestCrashMatrix(t *testing.T) {
 				"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
 				"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",
 				"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "CLAIMS_TASK_QUEUE=" + queue, "LOG_LEVEL=info",
+				"BLOB_URL=file://" + filepath.Join(dir, "blobs") + "?create_dir=true",
 			}
 			worker := testenv.Supervise(t, w.env, filepath.Join(bin, "worker"),
 				"--crash-at", fmt.Sprintf("%s:%d:%s", id, tc.step, tc.phase), "--crash-state", filepath.Join(dir, "crash-fired"))
@@ -136,11 +138,15 @@ func TestCrashMatrix(t *testing.T) {
 	}
 }
 
+// matrixClaim is started without the starter: its document is a path the
+// worker stores in the blob store at intake (step 1).
 func matrixClaim(t *testing.T, id, amount string) claim.Claim {
+	doc := filepath.Join(t.TempDir(), "a.jpg")
+	require.NoError(t, os.WriteFile(doc, []byte("a photo of "+id), 0o644))
 	c, err := claim.File{ClaimID: id, PolicyID: "pol-1001",
 		Claimant: claim.Claimant{Name: "Ada Lovelace", Email: "ada@example.com", StripeAccount: "acct_1Ada"},
 		Amount:   amount, Currency: "usd", Description: "A burst pipe flooded the kitchen overnight",
-		Documents: []claim.Document{{Name: "a.jpg", Path: "blob://a.jpg"}}}.Claim()
+		Documents: []claim.Document{{Name: "a.jpg", Path: doc}}}.Claim()
 	require.NoError(t, err)
 	return c
 }

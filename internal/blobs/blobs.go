@@ -1,0 +1,137 @@
+// Package blobs keeps claim documents (photos, PDFs) and large model
+// transcripts out of workflow history: they go to a blob store
+// (gocloud.dev/blob: a file:// directory by default, s3://, gs:// or
+// azblob:// by URL) and the workflow carries a reference — URI, SHA-256,
+// size — so a 10 MiB photo costs a claim's history the same as a 1 KiB one.
+package blobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/fileblob"  // file://
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/s3blob"    // s3://
+	"gocloud.dev/gcerrors"
+)
+
+// Ref identifies one stored object.
+type Ref struct {
+	URI    string `json:"uri"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+// ErrTooLarge refuses objects over the store's limit.
+var ErrTooLarge = errors.New("too large")
+
+// Store is a bucket and the URL it was opened from.
+type Store struct {
+	bucket  *blob.Bucket
+	base    string
+	MaxSize int64
+}
+
+// DefaultURL is a directory under var/, created on first use.
+func DefaultURL() string {
+	abs, err := filepath.Abs(filepath.Join("var", "blobs"))
+	if err != nil {
+		abs = filepath.Join(os.TempDir(), "durableclaims-blobs")
+	}
+	return "file://" + filepath.ToSlash(abs) + "?create_dir=true"
+}
+
+// DefaultMaxSize is the largest document accepted (25 MiB).
+const DefaultMaxSize = 25 << 20
+
+// Open opens the bucket at url (DefaultURL when empty).
+func Open(ctx context.Context, bucketURL string) (*Store, error) {
+	if bucketURL == "" {
+		bucketURL = DefaultURL()
+	}
+	b, err := blob.OpenBucket(ctx, bucketURL)
+	if err != nil {
+		return nil, fmt.Errorf("blob store %s: %w", redact(bucketURL), err)
+	}
+	base := bucketURL
+	if i := strings.IndexByte(base, '?'); i >= 0 {
+		base = base[:i]
+	}
+	return &Store{bucket: b, base: strings.TrimSuffix(base, "/"), MaxSize: DefaultMaxSize}, nil
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error { return s.bucket.Close() }
+
+// Put stores r under key, hashing as it goes, and returns its reference.
+// Storing the same content under the same key again is harmless.
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (Ref, error) {
+	w, err := s.bucket.NewWriter(ctx, key, nil)
+	if err != nil {
+		return Ref{}, err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, s.MaxSize+1))
+	if err == nil && n > s.MaxSize {
+		err = fmt.Errorf("%s is over %d bytes: %w", key, s.MaxSize, ErrTooLarge)
+	}
+	if err != nil {
+		_ = w.Close()
+		_ = s.bucket.Delete(ctx, key)
+		return Ref{}, err
+	}
+	if err := w.Close(); err != nil {
+		return Ref{}, err
+	}
+	return Ref{URI: s.base + "/" + key, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+// Verify reads the object a reference names and checks its size and hash.
+func (s *Store) Verify(ctx context.Context, ref Ref) error {
+	key, ok := s.Key(ref.URI)
+	if !ok {
+		return fmt.Errorf("%s is not in this blob store (%s)", ref.URI, redact(s.base))
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return fmt.Errorf("%s: %w", ref.URI, os.ErrNotExist)
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	if err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); n != ref.Size || got != ref.SHA256 {
+		return fmt.Errorf("%s changed: %d bytes sha256 %s, want %d bytes sha256 %s", ref.URI, n, got[:12], ref.Size, ref.SHA256[:min(12, len(ref.SHA256))])
+	}
+	return nil
+}
+
+// Key maps a URI of this store back to its key.
+func (s *Store) Key(uri string) (string, bool) {
+	return strings.CutPrefix(uri, s.base+"/")
+}
+
+// redact drops credentials a URL may carry in its query.
+func redact(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	p.RawQuery, p.User = "", nil
+	return p.String()
+}
