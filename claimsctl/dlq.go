@@ -123,7 +123,7 @@ func redrive(ctx context.Context, c client.Client, id string, out io.Writer) err
 		return err
 	}
 	resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-		Namespace:                 config.Get("TEMPORAL_NAMESPACE", "default"),
+		Namespace:                 namespace(),
 		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
 		Reason:                    fmt.Sprintf("claimsctl dlq redrive: retry step %d (%s) after %s", dl.Step, dl.StepName, dl.ErrorType),
 		WorkflowTaskFinishEventId: resetTo,

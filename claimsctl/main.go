@@ -1,10 +1,14 @@
 // Command claimsctl is the operator's command for durableclaims.
 //
+//	claimsctl list [--status waiting] [--json]   claims from visibility
+//	claimsctl stuck [--json]      runs with no progress, waits past their deadline
 //	claimsctl show CLAIM...       narrate a claim from its event history
 //	claimsctl payments CLAIM...   transfers per claim, from the payment provider
 //	claimsctl wait --status waiting CLAIM...   block until claims reach a status
 //	claimsctl withdraw CLAIM | amend CLAIM --amount … | audit CLAIM
 //	claimsctl dlq list | dlq redrive CLAIM
+//	claimsctl reconcile [--since 24h|RFC3339] [--json]   exit 3 when anything does not match
+//	claimsctl schedule [--every 1h]   the reconciliation schedule
 package main
 
 import (
@@ -23,6 +27,8 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
 const usage = `usage:
+  claimsctl list [--status waiting] [--json]   claims from visibility, newest first
+  claimsctl stuck [--factor 10] [--floor 30s] [--json]   idle runs and waits past their deadline; exit 3 if any
   claimsctl show CLAIM...       narrate each claim from its event history
   claimsctl payments CLAIM...   transfers per claim, from the payment provider
   claimsctl wait [--status waiting,escalated | --closed] [--timeout 2m] CLAIM...
@@ -31,10 +37,15 @@ const usage = `usage:
   claimsctl audit [--json] CLAIM   every decision attempt, accepted or refused
   claimsctl dlq list [--json]   dead-lettered claims, with step and reason
   claimsctl dlq redrive CLAIM   restart a dead-lettered claim from its failed step
+  claimsctl reconcile [--since 24h|RFC3339] [--until …] [--json]
+                                transfers vs the step log; exits 3 if anything is not matched
+  claimsctl schedule [--every 1h]   create or update the claims-reconcile schedule (0 deletes it)
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) < 2 {
+	// Commands that need no further argument; the rest need a claim or a subcommand.
+	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true}
+	if len(args) == 0 || (len(args) < 2 && !noArgs[args[0]]) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -56,6 +67,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = audit(ctx, args[1:], stdout)
 	case "dlq":
 		err = dlq(ctx, args[1:], stdout)
+	case "reconcile":
+		var code int
+		if code, err = reconcile(ctx, args[1:], stdout); err == nil && code != 0 {
+			return code
+		}
+	case "schedule":
+		err = schedule(ctx, args[1:], stdout)
+	case "list":
+		err = list(ctx, args[1:], stdout)
+	case "stuck":
+		var code int
+		if code, err = stuck(ctx, args[1:], stdout); err == nil && code != 0 {
+			return code
+		}
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2
