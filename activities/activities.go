@@ -29,8 +29,12 @@ type Activities struct {
 	Model    Model
 	Mailer   Mailer
 	Policies map[string]claim.Policy
-	// Blobs holds claim documents; nil skips document checks (unit tests).
+	// Blobs holds claim documents and large model transcripts; nil skips
+	// document checks and keeps only small transcripts (unit tests).
 	Blobs *blobs.Store
+	// TranscriptInlineMax is the largest model transcript kept in history
+	// (default DefaultTranscriptInlineMax).
+	TranscriptInlineMax int
 	// ApproversFile is the approver directory (empty: the sample); it is
 	// read on every approval so a changed file applies to the next one.
 	ApproversFile string

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
@@ -159,14 +161,51 @@ func (a *Activities) policy(t *testing.T, id string) *claim.Policy {
 func TestRulesModelIsDeterministic(t *testing.T) {
 	c := sampleClaim(t)
 	m := RulesModel{}
-	t1, _, _ := m.Triage(context.Background(), c)
-	t2, _, _ := m.Triage(context.Background(), c)
+	t1, _ := m.Triage(context.Background(), c)
+	t2, _ := m.Triage(context.Background(), c)
 	assert.Equal(t, t1, t2)
 
 	c.Description, c.Documents, c.AmountMinor = "urgent cash", nil, 300000
-	t3, _, _ := m.Triage(context.Background(), c)
+	r3, _ := m.Triage(context.Background(), c)
+	t3 := r3.Output
 	assert.ElementsMatch(t, []string{"thin-description", "round-amount", "pressure-language", "no-documents"}, t3.FraudSignals)
 	assert.Equal(t, 100, t3.FraudScore)
-	as, _, _ := m.Assess(context.Background(), AssessRequest{Claim: c, Triage: t3, Coverage: claim.Coverage{CoveredMinor: 300000}})
+	ra, _ := m.Assess(context.Background(), AssessRequest{Claim: c, Triage: t3, Coverage: claim.Coverage{CoveredMinor: 300000}})
+	as := ra.Output
 	assert.True(t, as.NeedsReview)
+}
+
+// bigModel answers like the rules model but with a long transcript, as a
+// real model's prompt with documents' text would be.
+type bigModel struct{ RulesModel }
+
+func (m bigModel) Triage(ctx context.Context, c claim.Claim) (Reply[Triage], error) {
+	r, err := m.RulesModel.Triage(ctx, c)
+	r.Transcript = []byte(`{"prompt":"` + strings.Repeat("document text ", 10_000) + `"}`)
+	return r, err
+}
+
+// A small transcript stays in the result; a large one goes to the blob
+// store and the result (so history) holds its reference.
+func TestTranscriptsOverTheThresholdGoToTheBlobStore(t *testing.T) {
+	a := newActivities(t, nil)
+	docs, err := blobs.Open(context.Background(), "file://"+t.TempDir()+"?create_dir=true")
+	require.NoError(t, err)
+	t.Cleanup(func() { docs.Close() })
+	a.Blobs = docs
+	c := sampleClaim(t)
+
+	small, err := run[TriageResult](t, a, a.TriageClaim, TriageInput{Key: "claim-0042:step2", Claim: c})
+	require.NoError(t, err)
+	assert.Contains(t, small.Transcript, "Classify claim claim-0042")
+	assert.Nil(t, small.TranscriptRef)
+
+	a.Model = bigModel{}
+	big, err := run[TriageResult](t, a, a.TriageClaim, TriageInput{Key: "claim-0042:step2", Claim: c})
+	require.NoError(t, err)
+	assert.Empty(t, big.Transcript)
+	require.NotNil(t, big.TranscriptRef)
+	assert.Greater(t, big.TranscriptRef.Size, int64(100_000))
+	require.NoError(t, docs.Verify(context.Background(), *big.TranscriptRef))
+	assert.Equal(t, small.Output, big.Output, "the answer itself stays in history")
 }

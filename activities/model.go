@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
@@ -18,8 +20,16 @@ import (
 // activity: the answer is recorded in history and a resumed run reads it.
 type Model interface {
 	Name() string
-	Triage(ctx context.Context, c claim.Claim) (Triage, Usage, error)
-	Assess(ctx context.Context, req AssessRequest) (Assessment, Usage, error)
+	Triage(ctx context.Context, c claim.Claim) (Reply[Triage], error)
+	Assess(ctx context.Context, req AssessRequest) (Reply[Assessment], error)
+}
+
+// Reply is a model's answer, what it cost, and the exchange that produced
+// it (prompt and raw response) for the audit.
+type Reply[T any] struct {
+	Output     T
+	Usage      Usage
+	Transcript []byte
 }
 
 // Usage is what a call cost.
@@ -60,14 +70,22 @@ type TriageInput struct {
 	Claim claim.Claim          `json:"claim"`
 }
 
-// ModelResult wraps a model answer with what the audit needs.
+// ModelResult wraps a model answer with what the audit needs. The
+// transcript stays in history only while it is small; past
+// TranscriptInlineMax it goes to the blob store and history keeps a
+// reference, so a long prompt cannot bloat every claim's checkpoint.
 type ModelResult[T any] struct {
-	Output       T      `json:"output"`
-	Model        string `json:"model"`
-	Usage        Usage  `json:"usage"`
-	OutputSHA256 string `json:"output_sha256"`
+	Output        T          `json:"output"`
+	Model         string     `json:"model"`
+	Usage         Usage      `json:"usage"`
+	OutputSHA256  string     `json:"output_sha256"`
+	Transcript    string     `json:"transcript,omitempty"`
+	TranscriptRef *blobs.Ref `json:"transcript_ref,omitempty"`
 	Meta
 }
+
+// DefaultTranscriptInlineMax is the largest transcript kept in history.
+const DefaultTranscriptInlineMax = 2 << 10
 
 // TriageResult is step 2's recorded answer.
 type TriageResult = ModelResult[Triage]
@@ -86,7 +104,7 @@ func (a *Activities) TriageClaim(ctx context.Context, in TriageInput) (TriageRes
 	if err := requireKey(in.Key); err != nil {
 		return TriageResult{}, err
 	}
-	return callModel(ctx, a, in.Key, in.Claim.ID, func() (Triage, Usage, error) { return a.Model.Triage(ctx, in.Claim) })
+	return callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return a.Model.Triage(ctx, in.Claim) })
 }
 
 // AssessClaim is step 4: the model recommends a payout.
@@ -94,23 +112,27 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	if err := requireKey(in.Key); err != nil {
 		return AssessResult{}, err
 	}
-	return callModel(ctx, a, in.Key, in.Claim.ID, func() (Assessment, Usage, error) { return a.Model.Assess(ctx, in.AssessRequest) })
+	return callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
 }
 
 // callModel makes one model call and writes it to the usage ledger, which is
 // how tests (and invoices) show a resumed run did not ask again.
-func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyKey, claimID string, call func() (T, Usage, error)) (ModelResult[T], error) {
+func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyKey, claimID string, call func() (Reply[T], error)) (ModelResult[T], error) {
 	a.fault(ctx, key, BeforeEffect)
-	out, usage, err := call()
+	reply, err := call()
 	if err != nil {
 		return ModelResult[T]{}, err
 	}
+	out, usage := reply.Output, reply.Usage
 	b, err := json.Marshal(out)
 	if err != nil {
 		return ModelResult[T]{}, err
 	}
 	sum := sha256.Sum256(b)
 	res := ModelResult[T]{Output: out, Model: a.Model.Name(), Usage: usage, OutputSHA256: hex.EncodeToString(sum[:]), Meta: meta(ctx)}
+	if err := a.keepTranscript(ctx, key, reply.Transcript, &res.Transcript, &res.TranscriptRef); err != nil {
+		return ModelResult[T]{}, err
+	}
 	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: claimID, Key: key, Provider: res.Model, Attempt: attempt(ctx),
 		TokensIn: usage.TokensIn, TokensOut: usage.TokensOut, OutputSHA256: res.OutputSHA256}); err != nil {
 		return ModelResult[T]{}, err
@@ -141,7 +163,7 @@ var categories = []struct {
 }
 
 // Triage classifies by keyword and scores a few classic fraud signals.
-func (RulesModel) Triage(_ context.Context, c claim.Claim) (Triage, Usage, error) {
+func (RulesModel) Triage(_ context.Context, c claim.Claim) (Reply[Triage], error) {
 	desc := strings.ToLower(c.Description)
 	t := Triage{Category: "general"}
 	for _, cat := range categories {
@@ -178,12 +200,13 @@ func (RulesModel) Triage(_ context.Context, c claim.Claim) (Triage, Usage, error
 	}
 	t.FraudScore = min(100, 25*len(t.FraudSignals))
 	t.Summary = fmt.Sprintf("%s claim, %s severity, %d fraud signal(s)", t.Category, t.Severity, len(t.FraudSignals))
-	return t, rulesUsage(c.Description), nil
+	prompt := fmt.Sprintf("Classify claim %s (%s %s): %s", c.ID, c.Amount(), c.Currency, c.Description)
+	return Reply[Triage]{Output: t, Usage: rulesUsage(c.Description), Transcript: transcript(prompt, t)}, nil
 }
 
 // Assess recommends the covered amount and asks for review on strong fraud
 // signals.
-func (RulesModel) Assess(_ context.Context, r AssessRequest) (Assessment, Usage, error) {
+func (RulesModel) Assess(_ context.Context, r AssessRequest) (Reply[Assessment], error) {
 	as := Assessment{RecommendedMinor: r.Coverage.CoveredMinor}
 	as.Rationale = fmt.Sprintf("%s; %s; recommend %s %s", r.Triage.Summary, r.Coverage.Reason,
 		claim.FormatAmount(as.RecommendedMinor, r.Claim.Currency), strings.ToUpper(r.Claim.Currency))
@@ -191,11 +214,43 @@ func (RulesModel) Assess(_ context.Context, r AssessRequest) (Assessment, Usage,
 		as.NeedsReview = true
 		as.Rationale += "; fraud score " + fmt.Sprint(r.Triage.FraudScore) + " needs a human"
 	}
-	return as, rulesUsage(r.Claim.Description), nil
+	prompt := fmt.Sprintf("Recommend a payout for claim %s: %s; coverage: %s", r.Claim.ID, r.Triage.Summary, r.Coverage.Reason)
+	return Reply[Assessment]{Output: as, Usage: rulesUsage(r.Claim.Description), Transcript: transcript(prompt, as)}, nil
 }
 
 // rulesUsage reports a token count as a real model would, roughly one token
 // per four characters, so spend accounting is exercised offline too.
 func rulesUsage(text string) Usage {
 	return Usage{TokensIn: int64(50 + len(text)/4), TokensOut: 40}
+}
+
+// keepTranscript puts a small transcript in the result (and so in history)
+// and a large one in the blob store, by reference.
+func (a *Activities) keepTranscript(ctx context.Context, key claim.IdempotencyKey, t []byte, inline *string, ref **blobs.Ref) error {
+	limit := a.TranscriptInlineMax
+	if limit <= 0 {
+		limit = DefaultTranscriptInlineMax
+	}
+	if len(t) <= limit || a.Blobs == nil {
+		if len(t) <= limit {
+			*inline = string(t)
+		}
+		return nil
+	}
+	r, err := a.Blobs.Put(ctx, fmt.Sprintf("transcripts/%s/attempt-%d.json", fileSafe(string(key)), attempt(ctx)), bytes.NewReader(t))
+	if err != nil {
+		return err
+	}
+	*ref = &r
+	return nil
+}
+
+// transcript is the exchange the rules model had with itself: what it was
+// asked and what it answered, in the shape a real model's would take.
+func transcript(prompt string, answer any) []byte {
+	b, _ := json.Marshal(struct {
+		Prompt   string `json:"prompt"`
+		Response any    `json:"response"`
+	}{prompt, answer})
+	return b
 }

@@ -29,7 +29,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `usage:
   claimsctl list [--status waiting] [--json]   claims from visibility, newest first
   claimsctl stuck [--factor 10] [--floor 30s] [--json]   idle runs and waits past their deadline; exit 3 if any
-  claimsctl show CLAIM...       narrate each claim from its event history
+  claimsctl show [--json] CLAIM...   each step from the event history: attempts, resumes, recorded outputs
   claimsctl payments CLAIM...   transfers per claim, from the payment provider
   claimsctl wait [--status waiting,escalated | --closed] [--timeout 2m] CLAIM...
   claimsctl withdraw CLAIM...   withdraw claims in the system of record

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -10,7 +12,6 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -22,34 +23,42 @@ import (
 // stepOf maps activity types to the step they implement.
 var stepOf = map[string]claim.Step{
 	"LoadClaim": claim.StepIntake, "TriageClaim": claim.StepTriage, "AssessClaim": claim.StepAssess,
-	"OpenApproval": claim.StepApproval, "RemindApprovers": claim.StepApproval, "EscalateApproval": claim.StepApproval, "PayClaimant": claim.StepPay, "NotifyClaimant": claim.StepNotify,
-	"CloseClaim": claim.StepClose, "WriteAudit": claim.StepAudit,
+	"OpenApproval": claim.StepApproval, "RemindApprovers": claim.StepApproval, "EscalateApproval": claim.StepApproval,
+	"PayClaimant": claim.StepPay, "NotifyClaimant": claim.StepNotify, "CloseClaim": claim.StepClose, "WriteAudit": claim.StepAudit,
 }
 
-// activityRun is one activity as the history tells it.
-type activityRun struct {
-	typ         string
-	step        claim.Step
-	attempt     int32
-	identity    string
-	lastFailure string
-	outcome     string
-	result      *commonpb.Payloads
-	reread      bool // a LoadClaim after an approval wait
-	dc          converter.DataConverter
+// stepRecord is one activity of a run as its history tells it, with the
+// output it recorded (decrypted when codec keys are configured).
+type stepRecord struct {
+	Step        int             `json:"step"`
+	StepName    string          `json:"step_name"`
+	Activity    string          `json:"activity"`
+	Local       bool            `json:"local"`
+	Attempt     int32           `json:"attempt"`
+	Worker      string          `json:"worker,omitempty"`
+	LastFailure string          `json:"last_failure,omitempty"`
+	Outcome     string          `json:"outcome"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Reread      bool            `json:"reread,omitempty"` // the claim read again after an approval wait
 }
 
 // story is a claim run read from its event history.
 type story struct {
-	id         string
-	activities []*activityRun
-	signals    []string
-	wftLost    []string
-	result     *workflows.ClaimResult
-	state      string
+	ClaimID    string                 `json:"claim_id"`
+	State      string                 `json:"state"`
+	Result     *workflows.ClaimResult `json:"result,omitempty"`
+	Steps      []*stepRecord          `json:"steps"`
+	Signals    []string               `json:"signals,omitempty"`
+	TaskLosses []string               `json:"workflow_task_losses,omitempty"`
+	ModelCalls map[string]int         `json:"model_calls"`
 }
 
-func show(ctx context.Context, ids []string, out io.Writer) error {
+func show(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
 	c, err := dial(ctx)
 	if err != nil {
 		return err
@@ -60,7 +69,7 @@ func show(ctx context.Context, ids []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	for _, id := range ids {
+	for _, id := range fs.Args() {
 		s, err := readStory(ctx, c, id)
 		if err != nil {
 			return err
@@ -69,17 +78,46 @@ func show(ctx context.Context, ids []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		s.print(out, calls)
+		s.ModelCalls = map[string]int{"triage": 0, "assess": 0}
+		for _, mc := range calls {
+			switch mc.Key {
+			case claim.StepKey(id, claim.StepTriage):
+				s.ModelCalls["triage"]++
+			case claim.StepKey(id, claim.StepAssess):
+				s.ModelCalls["assess"]++
+			}
+		}
+		if *asJSON {
+			if err := json.NewEncoder(out).Encode(s); err != nil {
+				return err
+			}
+			continue
+		}
+		s.print(out)
 	}
 	return nil
 }
 
 func readStory(ctx context.Context, c client.Client, id string) (*story, error) {
-	s := &story{id: id}
-	byID := map[int64]*activityRun{}
 	dc, err := config.DataConverter() // decrypts when codec keys are configured
 	if err != nil {
 		return nil, err
+	}
+	s := &story{ClaimID: id}
+	byID := map[int64]*stepRecord{}
+	output := func(p *commonpb.Payloads) json.RawMessage {
+		var raw json.RawMessage
+		if p == nil || dc.FromPayloads(p, &raw) != nil {
+			return nil
+		}
+		return raw
+	}
+	add := func(r *stepRecord) {
+		if r.Activity == "LoadClaim" && len(s.Steps) > 0 {
+			r.Reread = true
+			r.Step, r.StepName = int(claim.StepApproval), claim.StepApproval.String()
+		}
+		s.Steps = append(s.Steps, r)
 	}
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
@@ -90,70 +128,86 @@ func readStory(ctx context.Context, c client.Client, id string) (*story, error) 
 		switch e.GetEventType() {
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			typ := e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
-			r := &activityRun{typ: typ, step: stepOf[typ], outcome: "scheduled", dc: dc}
-			if typ == "LoadClaim" && len(s.activities) > 0 {
-				r.step, r.reread = claim.StepApproval, true
-			}
+			r := &stepRecord{Activity: typ, Step: int(stepOf[typ]), StepName: stepOf[typ].String(), Outcome: "scheduled"}
 			byID[e.GetEventId()] = r
-			s.activities = append(s.activities, r)
+			add(r)
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			a := e.GetActivityTaskStartedEventAttributes()
 			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.attempt, r.identity, r.outcome = a.GetAttempt(), a.GetIdentity(), "started"
+				r.Attempt, r.Worker, r.Outcome = a.GetAttempt(), a.GetIdentity(), "started"
 				if f := a.GetLastFailure(); f != nil {
-					r.lastFailure = f.GetMessage()
+					r.LastFailure = f.GetMessage()
 				}
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			a := e.GetActivityTaskCompletedEventAttributes()
 			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.outcome = "completed"
-				r.result = a.GetResult()
+				r.Outcome, r.Output = "completed", output(a.GetResult())
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
 			a := e.GetActivityTaskFailedEventAttributes()
 			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.outcome = "failed: " + a.GetFailure().GetMessage()
+				r.Outcome = "failed: " + a.GetFailure().GetMessage()
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 			a := e.GetActivityTaskTimedOutEventAttributes()
 			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.outcome = "timed out: " + a.GetFailure().GetMessage()
+				r.Outcome = "timed out: " + a.GetFailure().GetMessage()
 			}
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			// A local activity: its result is recorded with the workflow
+			// task that ran it.
+			m := e.GetMarkerRecordedEventAttributes()
+			if m.GetMarkerName() != "LocalActivity" {
+				continue
+			}
+			var data struct {
+				ActivityType string
+				Attempt      int32
+			}
+			if dc.FromPayloads(m.GetDetails()["data"], &data) != nil {
+				continue
+			}
+			r := &stepRecord{Activity: data.ActivityType, Step: int(stepOf[data.ActivityType]), StepName: stepOf[data.ActivityType].String(),
+				Local: true, Attempt: data.Attempt, Outcome: "completed", Output: output(m.GetDetails()["result"])}
+			if f := m.GetFailure(); f != nil {
+				r.Outcome, r.Output = "failed: "+f.GetMessage(), nil
+			}
+			add(r)
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
 			a := e.GetWorkflowExecutionSignaledEventAttributes()
-			s.signals = append(s.signals, fmt.Sprintf("%s at %s from %s", a.GetSignalName(), e.GetEventTime().AsTime().Format(time.TimeOnly), a.GetIdentity()))
+			s.Signals = append(s.Signals, fmt.Sprintf("%s at %s from %s", a.GetSignalName(), e.GetEventTime().AsTime().Format(time.TimeOnly), a.GetIdentity()))
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 			if e.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-				s.wftLost = append(s.wftLost, "workflow task waited on a dead worker's sticky queue; another worker took it and rebuilt the run from history")
+				s.TaskLosses = append(s.TaskLosses, "workflow task waited on a dead worker's sticky queue; another worker took it and rebuilt the run from history")
 			} else {
-				s.wftLost = append(s.wftLost, "workflow task timed out (its worker died mid-task); another worker replayed the history and carried on")
+				s.TaskLosses = append(s.TaskLosses, "workflow task timed out (its worker died mid-task, local steps included); another worker ran it again")
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-			s.wftLost = append(s.wftLost, "workflow task failed: "+e.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
+			s.TaskLosses = append(s.TaskLosses, "workflow task failed: "+e.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
 		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
 			var res workflows.ClaimResult
 			if err := dc.FromPayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res); err == nil {
-				s.result = &res
+				s.Result, s.State = &res, res.Status
 			}
 		}
 	}
-	if s.result == nil {
-		s.state = "still running"
+	if s.Result == nil {
+		s.State = "still running"
 		if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil {
 			var st workflows.Status
 			if v.Get(&st) == nil {
-				s.state = fmt.Sprintf("%s at step %d (%s)", st.State, st.Step, st.StepName)
+				s.State = fmt.Sprintf("%s at step %d (%s)", st.State, st.Step, st.StepName)
 			}
 		}
 	}
 	return s, nil
 }
 
-func (s *story) print(out io.Writer, calls []store.ModelCall) {
-	r := s.result
+func (s *story) print(out io.Writer) {
+	r := s.Result
 	if r != nil {
-		line := fmt.Sprintf("%s: %s", s.id, r.Status)
+		line := fmt.Sprintf("%s: %s", s.ClaimID, r.Status)
 		if r.TransferID != "" {
 			line += fmt.Sprintf(", %s %s paid by transfer %s", r.Payout, r.Currency, r.TransferID)
 		}
@@ -162,16 +216,23 @@ func (s *story) print(out io.Writer, calls []store.ModelCall) {
 		}
 		fmt.Fprintln(out, line)
 	} else {
-		fmt.Fprintf(out, "%s: %s\n", s.id, s.state)
+		fmt.Fprintf(out, "%s: %s\n", s.ClaimID, s.State)
+	}
+	currency := "usd"
+	if r != nil && r.Currency != "" {
+		currency = r.Currency
+	}
+	line := func(rec *stepRecord) {
+		fmt.Fprintf(out, "  step %d %-9s %s\n", rec.Step, rec.StepName, rec.describe(currency))
 	}
 	for step := claim.StepIntake; step <= claim.StepAudit; step++ {
-		for _, a := range s.activities {
-			if a.step == step && !a.reread {
-				fmt.Fprintf(out, "  step %d %-9s %s\n", step, step, a.describe())
+		for _, rec := range s.Steps {
+			if rec.Step == int(step) && !rec.Reread {
+				line(rec)
 			}
 		}
 		switch {
-		case step == claim.StepCoverage && len(s.activities) > 2:
+		case step == claim.StepCoverage && len(s.Steps) > 2:
 			fmt.Fprintf(out, "  step 3 %-9s computed in workflow code: no I/O, nothing to checkpoint\n", step)
 		case step == claim.StepApproval && r != nil && r.Approval != nil:
 			ap := r.Approval
@@ -182,52 +243,96 @@ func (s *story) print(out io.Writer, calls []store.ModelCall) {
 				fmt.Fprintf(out, "  step 5 %-9s nobody decided: escalated, then expired at %s\n", step, ap.Deadline.Format(time.RFC3339))
 			}
 		}
-		for _, a := range s.activities {
-			if a.step == step && a.reread {
-				fmt.Fprintf(out, "  step %d %-9s %s\n", step, step, a.describe())
+		for _, rec := range s.Steps {
+			if rec.Step == int(step) && rec.Reread {
+				line(rec)
 			}
 		}
 	}
-	for _, sig := range s.signals {
+	for _, sig := range s.Signals {
 		fmt.Fprintf(out, "  signal %s\n", sig)
 	}
-	for _, w := range s.wftLost {
+	for _, w := range s.TaskLosses {
 		fmt.Fprintf(out, "  %s\n", w)
 	}
-	perKey := map[claim.IdempotencyKey]int{}
-	for _, c := range calls {
-		perKey[c.Key]++
-	}
-	fmt.Fprintf(out, "  model calls: %d (triage %d, assess %d)\n", len(calls),
-		perKey[claim.StepKey(s.id, claim.StepTriage)], perKey[claim.StepKey(s.id, claim.StepAssess)])
+	fmt.Fprintf(out, "  model calls: %d (triage %d, assess %d)\n", s.ModelCalls["triage"]+s.ModelCalls["assess"], s.ModelCalls["triage"], s.ModelCalls["assess"])
 }
 
-func (a *activityRun) describe() string {
+// describe says what a step did and what it recorded.
+func (rec *stepRecord) describe(currency string) string {
 	var b strings.Builder
-	if a.attempt > 1 {
-		fmt.Fprintf(&b, "RESUMED: attempt %d on %s after %q; ", a.attempt, a.identity, a.lastFailure)
+	if rec.Attempt > 1 {
+		fmt.Fprintf(&b, "RESUMED: attempt %d on %s after %q; ", rec.Attempt, rec.Worker, rec.LastFailure)
 	}
-	b.WriteString(a.outcome)
-	switch a.typ {
-	case "OpenApproval":
-		b.WriteString(": approver directory read")
-	case "RemindApprovers":
-		b.WriteString(": reminder to the adjusters")
-	case "EscalateApproval":
-		b.WriteString(": escalation notice to the supervisors")
-	case "LoadClaim":
-		if a.reread {
-			b.WriteString(": claim re-read after the wait")
-		}
+	b.WriteString(rec.Outcome)
+	if rec.Local {
+		b.WriteString(" (local)")
 	}
-	if a.result != nil && a.typ == "PayClaimant" {
-		var pr activities.PayResult
-		if a.dc.FromPayloads(a.result, &pr) == nil {
-			fmt.Fprintf(&b, ", transfer %s", pr.TransferID)
-			if pr.Replayed {
-				fmt.Fprintf(&b, " REPLAYED (the original transfer, found by %s; no new money moved)", pr.ReplayedBy)
-			}
-		}
+	if detail := rec.detail(currency); detail != "" {
+		b.WriteString(": " + detail)
 	}
 	return b.String()
 }
+
+func (rec *stepRecord) detail(currency string) string {
+	if rec.Output == nil {
+		return ""
+	}
+	switch rec.Activity {
+	case "LoadClaim":
+		var o activities.LoadClaimResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			what := "claim"
+			if rec.Reread {
+				what = "claim re-read after the wait"
+			}
+			return fmt.Sprintf("%s version %d, %s %s, %s", what, o.Version, o.Claim.Amount(), o.Claim.Currency, o.Status)
+		}
+	case "TriageClaim":
+		var o activities.TriageResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			return fmt.Sprintf("%s, %s severity, fraud score %d (%s, output %s)", o.Output.Category, o.Output.Severity, o.Output.FraudScore, o.Model, short(o.OutputSHA256))
+		}
+	case "AssessClaim":
+		var o activities.AssessResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			return fmt.Sprintf("recommends %s %s (%s, output %s)", claim.FormatAmount(o.Output.RecommendedMinor, currency), currency, o.Model, short(o.OutputSHA256))
+		}
+	case "OpenApproval":
+		var o activities.OpenApprovalResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			return fmt.Sprintf("approver directory read (%d approvers)", len(o.Approvers))
+		}
+	case "RemindApprovers":
+		return "reminder to the adjusters"
+	case "EscalateApproval":
+		return "escalation notice to the supervisors"
+	case "PayClaimant":
+		var o activities.PayResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			s := "transfer " + o.TransferID
+			if o.Replayed {
+				s += fmt.Sprintf(" REPLAYED (the original transfer, found by %s; no new money moved)", o.ReplayedBy)
+			}
+			return s
+		}
+	case "NotifyClaimant":
+		var o activities.NotifyResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			return "message " + o.MessageID
+		}
+	case "CloseClaim":
+		var o activities.CloseResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			return "closed at " + o.ClosedAt.Format(time.RFC3339)
+		}
+	case "WriteAudit":
+		var o activities.AuditResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			return "audit record " + short(o.SHA256)
+		}
+	}
+	return ""
+}
+
+func short(sum string) string { return sum[:min(12, len(sum))] }

@@ -118,7 +118,8 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.TriageClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TriageInput) (activities.TriageResult, error) {
 			c.add("triage", in.Key)
-			out, u, err := rules.Triage(ctx, in.Claim)
+			r, err := rules.Triage(ctx, in.Claim)
+			out, u := r.Output, r.Usage
 			if c.tokens > 0 {
 				u.TokensIn = c.tokens
 			}
@@ -127,7 +128,8 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
 			c.add("assess", in.Key)
-			out, u, err := rules.Assess(ctx, in.AssessRequest)
+			r, err := rules.Assess(ctx, in.AssessRequest)
+			out, u := r.Output, r.Usage
 			return activities.AssessResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "a", Meta: one}, err
 		})
 	env.OnActivity(a.PayClaimant, mock.Anything, mock.Anything).Return(

@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -218,6 +219,28 @@ func TestCrashesCostOneStepAndNeverASecondPayment(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "REPLAYED")
 	assert.True(t, strings.Contains(out, "step 6 pay") && strings.Contains(out, "RESUMED: attempt 2"), out)
+	assert.Contains(t, out, "step 2 triage    completed (local): water-damage, medium severity", "recorded outputs, local steps included")
+	out, err = testenv.Run(t, w.env, filepath.Join(w.bin, "claimsctl"), "show", "--json", "claim-e2e-pay")
+	require.NoError(t, err, out)
+	var story struct {
+		Steps []struct {
+			Activity string          `json:"activity"`
+			Attempt  int             `json:"attempt"`
+			Output   json.RawMessage `json:"output"`
+		} `json:"steps"`
+		ModelCalls map[string]int `json:"model_calls"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &story), out)
+	assert.Equal(t, map[string]int{"triage": 1, "assess": 1}, story.ModelCalls)
+	var pays int
+	for _, st := range story.Steps {
+		if st.Activity == "PayClaimant" {
+			pays++
+			assert.Equal(t, 2, st.Attempt)
+			assert.Contains(t, string(st.Output), `"replayed":true`)
+		}
+	}
+	assert.Equal(t, 1, pays)
 }
 
 func addr(env []string) string {
