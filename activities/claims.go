@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
@@ -155,14 +153,9 @@ func (a *Activities) checkDocuments(ctx context.Context, c *claim.Claim) error {
 			}
 			continue
 		}
-		f, err := os.Open(d.Path)
-		if err != nil {
+		ref, err := a.Blobs.PutFile(ctx, blobs.DocumentKey(c.ID, i, d.Path), d.Path)
+		if errors.Is(err, blobs.ErrTooLarge) || errors.Is(err, os.ErrNotExist) {
 			return invalid("documents[%d] (%s): not in the blob store, and %v", i, d.Name, err)
-		}
-		ref, err := a.Blobs.Put(ctx, fmt.Sprintf("claims/%s/%d-%s", c.ID, i, filepath.Base(d.Path)), f)
-		f.Close()
-		if errors.Is(err, blobs.ErrTooLarge) {
-			return invalid("documents[%d] (%s): %v", i, d.Name, err)
 		}
 		if err != nil {
 			return err

@@ -293,12 +293,7 @@ func storeDocuments(ctx context.Context, docs *blobs.Store, c *claim.Claim) erro
 		if d.URI != "" {
 			continue
 		}
-		f, err := os.Open(d.Path)
-		if err != nil {
-			return err
-		}
-		ref, err := docs.Put(ctx, fmt.Sprintf("claims/%s/%d-%s", c.ID, i, filepath.Base(d.Path)), f)
-		f.Close()
+		ref, err := docs.PutFile(ctx, blobs.DocumentKey(c.ID, i, d.Path), d.Path)
 		if err != nil {
 			return fmt.Errorf("documents[%d]: %w", i, err)
 		}

@@ -96,6 +96,22 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader) (Ref, error) {
 	return Ref{URI: s.base + "/" + key, SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
 }
 
+// DocumentKey is where a claim's i-th document is stored: the starter and
+// intake use the same key, so storing it twice is harmless.
+func DocumentKey(claimID string, i int, path string) string {
+	return fmt.Sprintf("claims/%s/%d-%s", claimID, i, filepath.Base(path))
+}
+
+// PutFile stores the file at path under key.
+func (s *Store) PutFile(ctx context.Context, key, path string) (Ref, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Ref{}, err
+	}
+	defer f.Close()
+	return s.Put(ctx, key, f)
+}
+
 // Verify reads the object a reference names and checks its size and hash.
 func (s *Store) Verify(ctx context.Context, ref Ref) error {
 	key, ok := s.Key(ref.URI)

@@ -1,0 +1,45 @@
+package blobs
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPutVerifyAndLimits(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, "file://"+dir+"?create_dir=true")
+	require.NoError(t, err)
+	defer s.Close()
+
+	ref, err := s.Put(ctx, DocumentKey("claim-0042", 0, "/tmp/x/kitchen.jpg"), strings.NewReader("a photo"))
+	require.NoError(t, err)
+	assert.Equal(t, "file://"+dir+"/claims/claim-0042/0-kitchen.jpg", ref.URI)
+	assert.Equal(t, int64(7), ref.Size)
+	assert.Len(t, ref.SHA256, 64)
+	require.NoError(t, s.Verify(ctx, ref))
+
+	// Content that changed under the reference is caught.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "claims", "claim-0042", "0-kitchen.jpg"), []byte("another photo"), 0o644))
+	assert.ErrorContains(t, s.Verify(ctx, ref), "changed")
+
+	missing := ref
+	missing.URI = "file://" + dir + "/claims/nope"
+	assert.ErrorIs(t, s.Verify(ctx, missing), os.ErrNotExist)
+	assert.ErrorContains(t, s.Verify(ctx, Ref{URI: "s3://elsewhere/x"}), "not in this blob store")
+
+	s.MaxSize = 4
+	_, err = s.Put(ctx, "big", strings.NewReader("12345"))
+	assert.ErrorIs(t, err, ErrTooLarge)
+	_, err = s.bucket.Attributes(ctx, "big")
+	assert.Error(t, err, "a refused object is not left behind")
+
+	_, err = s.PutFile(ctx, "nofile", filepath.Join(dir, "does-not-exist"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+}
