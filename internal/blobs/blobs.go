@@ -151,3 +151,30 @@ func redact(u string) string {
 	p.RawQuery, p.User = "", nil
 	return p.String()
 }
+
+// Get reads the object a reference names, at most max bytes of it, and
+// checks its hash when it read the whole object.
+func (s *Store) Get(ctx context.Context, ref Ref, max int64) ([]byte, error) {
+	key, ok := s.Key(ref.URI)
+	if !ok {
+		return nil, fmt.Errorf("%s is not in this blob store (%s)", ref.URI, redact(s.base))
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%s: %w", ref.URI, os.ErrNotExist)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, max))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) == ref.Size && ref.SHA256 != "" {
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != ref.SHA256 {
+			return nil, fmt.Errorf("%s changed since it was stored", ref.URI)
+		}
+	}
+	return b, nil
+}

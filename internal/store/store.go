@@ -94,6 +94,13 @@ CREATE TABLE IF NOT EXISTS refusals (
 	reason         TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS refusals_claim ON refusals(claim_id);
+CREATE TABLE IF NOT EXISTS fraud_flags (
+	key      TEXT PRIMARY KEY,
+	claim_id TEXT NOT NULL,
+	signal   TEXT NOT NULL,
+	note     TEXT NOT NULL,
+	at       TEXT NOT NULL
+);
 `
 
 // Open opens (creating if needed) the store at path.
@@ -485,4 +492,90 @@ func (s *Store) Withdraw(ctx context.Context, id string) (Record, error) {
 		return rec, fmt.Errorf("store: claim %s is %s: %w", id, rec.Status, ErrClosed)
 	}
 	return s.GetClaim(ctx, id)
+}
+
+// PriorClaim is another claim by the same claimant, as the triage agent's
+// prior_claims tool reports it.
+type PriorClaim struct {
+	ClaimID     string `json:"claim_id"`
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`
+	CreatedAt   string `json:"created_at"`
+}
+
+// PriorClaims lists up to limit other claims by the claimant with this
+// e-mail or payout account, newest first, and how many there are in all.
+func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account string, limit int) ([]PriorClaim, int, error) {
+	const where = `FROM claims WHERE id <> ? AND (json_extract(body, '$.claimant.email') = ? OR json_extract(body, '$.claimant.stripe_account') = ?)`
+	var total int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) `+where, excludeID, email, account).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("store: prior claims of %s: %w", email, err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, json_extract(body, '$.amount_minor'), json_extract(body, '$.currency'), status, created_at `+
+		where+` ORDER BY created_at DESC, id LIMIT ?`, excludeID, email, account, limit)
+	if err != nil {
+		return nil, 0, fmt.Errorf("store: prior claims of %s: %w", email, err)
+	}
+	defer rows.Close()
+	var out []PriorClaim
+	for rows.Next() {
+		var p PriorClaim
+		if err := rows.Scan(&p.ClaimID, &p.AmountMinor, &p.Currency, &p.Status, &p.CreatedAt); err != nil {
+			return nil, 0, err
+		}
+		out = append(out, p)
+	}
+	return out, total, rows.Err()
+}
+
+// FraudFlag is a fraud signal the triage agent raised for investigators.
+type FraudFlag struct {
+	Key     claim.IdempotencyKey `json:"key"`
+	ClaimID string               `json:"claim_id"`
+	Signal  string               `json:"signal"`
+	Note    string               `json:"note,omitempty"`
+	At      time.Time            `json:"at"`
+}
+
+// FlagFraud records a fraud flag under key, once: a repeat with the same
+// content reports replayed; different content under the same key is
+// ErrConflict.
+func (s *Store) FlagFraud(ctx context.Context, f FraudFlag) (replayed bool, err error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO fraud_flags (key, claim_id, signal, note, at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(key) DO NOTHING`, string(f.Key), f.ClaimID, f.Signal, f.Note, s.stamp())
+	if err != nil {
+		return false, fmt.Errorf("store: flag %s: %w", f.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return false, nil
+	}
+	var claimID, signal, note string
+	if err := s.db.QueryRowContext(ctx, `SELECT claim_id, signal, note FROM fraud_flags WHERE key = ?`, string(f.Key)).Scan(&claimID, &signal, &note); err != nil {
+		return false, fmt.Errorf("store: flag %s: %w", f.Key, err)
+	}
+	if claimID != f.ClaimID || signal != f.Signal || note != f.Note {
+		return true, fmt.Errorf("store: fraud flag %s already recorded with different content: %w", f.Key, ErrConflict)
+	}
+	return true, nil
+}
+
+// FraudFlags lists a claim's fraud flags in order.
+func (s *Store) FraudFlags(ctx context.Context, claimID string) ([]FraudFlag, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT key, claim_id, signal, note, at FROM fraud_flags WHERE claim_id = ? ORDER BY at, key`, claimID)
+	if err != nil {
+		return nil, fmt.Errorf("store: fraud flags of %s: %w", claimID, err)
+	}
+	defer rows.Close()
+	var out []FraudFlag
+	for rows.Next() {
+		var f FraudFlag
+		var at string
+		if err := rows.Scan(&f.Key, &f.ClaimID, &f.Signal, &f.Note, &at); err != nil {
+			return nil, err
+		}
+		f.At, _ = time.Parse(time.RFC3339Nano, at)
+		out = append(out, f)
+	}
+	return out, rows.Err()
 }
