@@ -20,7 +20,11 @@ import (
 // activity: the answer is recorded in history and a resumed run reads it.
 type Model interface {
 	Name() string
+	// Triage classifies in one call (runs started before the agent loop).
 	Triage(ctx context.Context, c claim.Claim) (Reply[Triage], error)
+	// TriageTurn is one turn of the triage agent loop: the model asks for
+	// tools or answers.
+	TriageTurn(ctx context.Context, req TurnRequest) (Reply[Turn], error)
 	Assess(ctx context.Context, req AssessRequest) (Reply[Assessment], error)
 }
 
@@ -36,6 +40,9 @@ type Reply[T any] struct {
 type Usage struct {
 	TokensIn  int64 `json:"tokens_in"`
 	TokensOut int64 `json:"tokens_out"`
+	// CostMicros is the estimated cost in millionths of a dollar, at the
+	// price the run was started with.
+	CostMicros int64 `json:"cost_micros,omitempty"`
 }
 
 // Triage classifies a claim and lists fraud signals.
@@ -46,6 +53,10 @@ type Triage struct {
 	// FraudScore is 0–100.
 	FraudScore int    `json:"fraud_score"`
 	Summary    string `json:"summary"`
+	// NeedsReview sends the claim to a human whatever its amount: the
+	// model could not classify it (no valid answer, a cap hit).
+	NeedsReview  bool   `json:"needs_review,omitempty"`
+	ReviewReason string `json:"review_reason,omitempty"`
 }
 
 // AssessRequest is what the assessor sees.
@@ -164,14 +175,32 @@ var categories = []struct {
 
 // Triage classifies by keyword and scores a few classic fraud signals.
 func (RulesModel) Triage(_ context.Context, c claim.Claim) (Reply[Triage], error) {
-	desc := strings.ToLower(c.Description)
+	t := rulesTriage(c, "")
+	prompt := fmt.Sprintf("Classify claim %s (%s %s): %s", c.ID, c.Amount(), c.Currency, c.Description)
+	return Reply[Triage]{Output: t, Usage: rulesUsage(c.Description), Transcript: transcript(prompt, t)}, nil
+}
+
+// Deterministic: the rules model answers the same conversation the same way,
+// for free.
+func (RulesModel) Deterministic() bool { return true }
+
+// rulesTriage classifies from the description, falling back to the text of
+// the claim's documents when the description names no category.
+func rulesTriage(c claim.Claim, documentText string) Triage {
 	t := Triage{Category: "general"}
-	for _, cat := range categories {
-		if slices.ContainsFunc(cat.words, func(w string) bool { return strings.Contains(desc, w) }) {
-			t.Category = cat.name
+	for _, text := range []string{c.Description, documentText} {
+		text = strings.ToLower(text)
+		for _, cat := range categories {
+			if slices.ContainsFunc(cat.words, func(w string) bool { return strings.Contains(text, w) }) {
+				t.Category = cat.name
+				break
+			}
+		}
+		if t.Category != "general" {
 			break
 		}
 	}
+	desc := strings.ToLower(c.Description)
 	major := c.AmountMinor
 	if exp, _ := claim.CurrencyExponent(c.Currency); exp > 0 {
 		for range exp {
@@ -200,8 +229,7 @@ func (RulesModel) Triage(_ context.Context, c claim.Claim) (Reply[Triage], error
 	}
 	t.FraudScore = min(100, 25*len(t.FraudSignals))
 	t.Summary = fmt.Sprintf("%s claim, %s severity, %d fraud signal(s)", t.Category, t.Severity, len(t.FraudSignals))
-	prompt := fmt.Sprintf("Classify claim %s (%s %s): %s", c.ID, c.Amount(), c.Currency, c.Description)
-	return Reply[Triage]{Output: t, Usage: rulesUsage(c.Description), Transcript: transcript(prompt, t)}, nil
+	return t
 }
 
 // Assess recommends the covered amount and asks for review on strong fraud

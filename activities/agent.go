@@ -1,0 +1,383 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+// The triage agent's tools. The model asks for them by name; the workflow
+// runs each as its own activity, keyed <id>:step2:turn<M>:<tool>.
+const (
+	ToolLookupPolicy    = "lookup_policy"
+	ToolGetDocumentText = "get_document_text"
+	ToolPriorClaims     = "prior_claims"
+	ToolFlagFraudSignal = "flag_fraud_signal"
+)
+
+// Tools lists the tools in the order they are offered.
+var Tools = []string{ToolLookupPolicy, ToolGetDocumentText, ToolPriorClaims, ToolFlagFraudSignal}
+
+// Message is one entry of the triage conversation, in the shape of the Chat
+// Completions API: the model's turns (role "assistant", with tool calls or
+// its answer) and the tools' results (role "tool"). The system prompt and
+// the claim itself are not stored: each provider builds them from the claim
+// on every turn.
+type Message struct {
+	Role       string     `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+// ToolCall is one tool the model asked for.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Conversation is the triage conversation so far: inline while it is small,
+// by reference to the blob store once it passes the inline limit, so a long
+// loop does not copy its transcript into every later event.
+type Conversation struct {
+	Messages []Message  `json:"messages,omitempty"`
+	Ref      *blobs.Ref `json:"ref,omitempty"`
+}
+
+// TurnRequest is what a model sees on one turn of the triage loop.
+type TurnRequest struct {
+	Claim    claim.Claim
+	Turn     int
+	Messages []Message
+	// Final is the last turn the caps allow: no tools are offered, the model
+	// must answer.
+	Final bool
+}
+
+// Turn is a model's answer on one turn: either tool calls or the triage.
+// Messages are what the turn adds to the conversation (the answer, and any
+// corrections asked for when an answer did not satisfy the schema).
+type Turn struct {
+	Messages  []Message
+	ToolCalls []ToolCall
+	Triage    *Triage
+}
+
+// TurnInput is one model turn of step 2.
+type TurnInput struct {
+	Key          claim.IdempotencyKey `json:"key"`
+	Claim        claim.Claim          `json:"claim"`
+	Turn         int                  `json:"turn"`
+	Final        bool                 `json:"final,omitempty"`
+	Conversation Conversation         `json:"conversation"`
+	// ToolResults answer the previous turn's tool calls.
+	ToolResults []ToolResult `json:"tool_results,omitempty"`
+	Price       Price        `json:"price"`
+}
+
+// TurnResult is one recorded model turn: what it asked for or concluded,
+// the conversation after it, and what it cost.
+type TurnResult struct {
+	ToolCalls    []ToolCall   `json:"tool_calls,omitempty"`
+	Triage       *Triage      `json:"triage,omitempty"`
+	Conversation Conversation `json:"conversation"`
+	Model        string       `json:"model"`
+	Usage        Usage        `json:"usage"`
+	// Deterministic says the provider gives the same answer to the same
+	// conversation at no cost (the rules model): asking again after a crash
+	// costs nothing, so the workflow need not checkpoint before the next turn.
+	Deterministic bool   `json:"deterministic,omitempty"`
+	OutputSHA256  string `json:"output_sha256"`
+	Meta
+}
+
+// Price is a model's price in millionths of a dollar per million tokens.
+type Price struct {
+	InMicrosPerMTok  int64 `json:"in_micros_per_mtok,omitempty"`
+	OutMicrosPerMTok int64 `json:"out_micros_per_mtok,omitempty"`
+}
+
+// Cost of one call, in micro-dollars, rounded up so tiny calls still count.
+func (p Price) Cost(tokensIn, tokensOut int64) int64 {
+	const m = 1_000_000
+	return (tokensIn*p.InMicrosPerMTok + tokensOut*p.OutMicrosPerMTok + m - 1) / m
+}
+
+// Deterministic is implemented by providers whose answers are a pure
+// function of their input and free (the rules model).
+type Deterministic interface{ Deterministic() bool }
+
+// MaxToolCallsPerTurn bounds the tool calls one turn may ask for; the rest
+// are answered with an error the model sees.
+const MaxToolCallsPerTurn = 8
+
+// TriageTurn is one model turn of step 2's agent loop.
+func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return TurnResult{}, err
+	}
+	msgs, err := a.loadConversation(ctx, in.Conversation)
+	if err != nil {
+		return TurnResult{}, err
+	}
+	for _, r := range in.ToolResults {
+		msgs = append(msgs, Message{Role: "tool", ToolCallID: r.CallID, Name: r.Name, Content: r.Content})
+	}
+	a.fault(ctx, in.Key, BeforeEffect)
+	reply, err := a.Model.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
+	if err != nil {
+		return TurnResult{}, err
+	}
+	turn := reply.Output
+	if len(turn.ToolCalls) > 0 && turn.Triage != nil {
+		turn.Triage = nil // tools first; the answer comes on a later turn
+	}
+	msgs = append(msgs, turn.Messages...)
+	res := TurnResult{ToolCalls: turn.ToolCalls, Triage: turn.Triage, Model: a.Model.Name(), Usage: reply.Usage, Meta: meta(ctx)}
+	if d, ok := a.Model.(Deterministic); ok {
+		res.Deterministic = d.Deterministic()
+	}
+	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
+	out, err := json.Marshal(struct {
+		ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+		Triage    *Triage    `json:"triage,omitempty"`
+	}{turn.ToolCalls, turn.Triage})
+	if err != nil {
+		return TurnResult{}, err
+	}
+	sum := sha256.Sum256(out)
+	res.OutputSHA256 = hex.EncodeToString(sum[:])
+	if res.Conversation, err = a.keepConversation(ctx, in.Key, msgs); err != nil {
+		return TurnResult{}, err
+	}
+	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: in.Claim.ID, Key: in.Key, Provider: res.Model, Attempt: attempt(ctx),
+		TokensIn: res.Usage.TokensIn, TokensOut: res.Usage.TokensOut, OutputSHA256: res.OutputSHA256}); err != nil {
+		return TurnResult{}, err
+	}
+	a.fault(ctx, in.Key, AfterEffect)
+	logger(ctx).Info("model turn", "key", in.Key, "model", res.Model, "tool_calls", len(res.ToolCalls), "answered", res.Triage != nil)
+	return res, nil
+}
+
+// MaxConversationBytes bounds a stored conversation read back from the blob
+// store.
+const MaxConversationBytes = 4 << 20
+
+func (a *Activities) loadConversation(ctx context.Context, c Conversation) ([]Message, error) {
+	if c.Ref == nil {
+		return append([]Message(nil), c.Messages...), nil
+	}
+	if a.Blobs == nil {
+		return nil, fmt.Errorf("conversation %s is in a blob store this worker has not opened", c.Ref.URI)
+	}
+	b, err := a.Blobs.Get(ctx, *c.Ref, MaxConversationBytes)
+	if err != nil {
+		return nil, fmt.Errorf("conversation: %w", err)
+	}
+	var msgs []Message
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		return nil, fmt.Errorf("conversation %s: %w", c.Ref.URI, err)
+	}
+	return msgs, nil
+}
+
+// keepConversation returns the conversation inline while it is within the
+// transcript limit, by reference once it is not.
+func (a *Activities) keepConversation(ctx context.Context, key claim.IdempotencyKey, msgs []Message) (Conversation, error) {
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		return Conversation{}, err
+	}
+	limit := a.TranscriptInlineMax
+	if limit <= 0 {
+		limit = DefaultTranscriptInlineMax
+	}
+	if len(b) <= limit || a.Blobs == nil {
+		return Conversation{Messages: msgs}, nil
+	}
+	ref, err := a.Blobs.Put(ctx, fmt.Sprintf("transcripts/%s/conversation-attempt-%d.json", fileSafe(string(key)), attempt(ctx)), bytes.NewReader(b))
+	if err != nil {
+		return Conversation{}, err
+	}
+	return Conversation{Ref: &ref}, nil
+}
+
+// ToolScope is what a tool may see of the claim: its own policy, its own
+// documents, its own claimant. A model cannot read another claim's data.
+type ToolScope struct {
+	ClaimID   string           `json:"claim_id"`
+	PolicyID  string           `json:"policy_id"`
+	Email     string           `json:"email"`
+	Account   string           `json:"account"`
+	Documents []claim.Document `json:"documents,omitempty"`
+}
+
+// ScopeOf is the tool scope of a claim.
+func ScopeOf(c claim.Claim) ToolScope {
+	return ToolScope{ClaimID: c.ID, PolicyID: c.PolicyID, Email: c.Claimant.Email, Account: c.Claimant.StripeAccount, Documents: c.Documents}
+}
+
+// ToolInput is one tool call of step 2.
+type ToolInput struct {
+	Key   claim.IdempotencyKey `json:"key"`
+	Scope ToolScope            `json:"scope"`
+	Call  ToolCall             `json:"call"`
+}
+
+// ToolResult is what the tool answered; Content is what the model reads
+// (JSON). A call the tool cannot serve (unknown tool, bad arguments, a
+// document that is not the claim's) is answered with an error the model
+// reads, never a failed workflow.
+type ToolResult struct {
+	CallID  string `json:"call_id"`
+	Name    string `json:"name"`
+	Content string `json:"content"`
+	IsError bool   `json:"is_error,omitempty"`
+	Meta
+}
+
+// MaxToolResultBytes bounds what one tool answers (document text is cut).
+const MaxToolResultBytes = 1500
+
+// CallTool runs one tool the triage agent asked for.
+func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, error) {
+	if err := requireKey(in.Key); err != nil {
+		return ToolResult{}, err
+	}
+	a.fault(ctx, in.Key, BeforeEffect)
+	content, err := a.tool(ctx, in)
+	res := ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Meta: meta(ctx)}
+	var refused *toolRefusal
+	switch {
+	case errors.As(err, &refused):
+		res.IsError = true
+		content = map[string]string{"error": refused.msg}
+	case err != nil:
+		return ToolResult{}, err
+	}
+	b, err := json.Marshal(content)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	res.Content = string(b)
+	a.fault(ctx, in.Key, AfterEffect)
+	logger(ctx).Info("tool called", "key", in.Key, "tool", in.Call.Name, "error", res.IsError)
+	return res, nil
+}
+
+// toolRefusal is a call the tool will not serve; the model is told why.
+type toolRefusal struct{ msg string }
+
+func (e *toolRefusal) Error() string { return e.msg }
+
+func refuse(format string, args ...any) error { return &toolRefusal{fmt.Sprintf(format, args...)} }
+
+func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
+	var args map[string]any
+	if strings.TrimSpace(in.Call.Arguments) != "" {
+		if err := json.Unmarshal([]byte(in.Call.Arguments), &args); err != nil {
+			return nil, refuse("arguments are not a JSON object: %v", err)
+		}
+	}
+	str := func(name string) string { s, _ := args[name].(string); return s }
+	sc := in.Scope
+	switch in.Call.Name {
+	case ToolLookupPolicy:
+		id := str("policy_id")
+		if id == "" {
+			id = sc.PolicyID
+		}
+		if id != sc.PolicyID {
+			return nil, refuse("policy %q is not this claim's policy (%s)", id, sc.PolicyID)
+		}
+		p, ok := a.Policies[id]
+		if !ok {
+			return map[string]any{"found": false, "policy_id": id}, nil
+		}
+		return map[string]any{"found": true, "policy_id": p.ID, "currency": p.Currency,
+			"limit": claim.FormatAmount(p.LimitMinor, p.Currency), "deductible": claim.FormatAmount(p.DeductibleMinor, p.Currency),
+			"excluded_categories": p.ExcludedCategories}, nil
+	case ToolGetDocumentText:
+		name := str("name")
+		for _, d := range sc.Documents {
+			if d.Name == name {
+				return a.documentText(ctx, d)
+			}
+		}
+		names := make([]string, 0, len(sc.Documents))
+		for _, d := range sc.Documents {
+			names = append(names, d.Name)
+		}
+		return nil, refuse("no document %q on this claim; it has %v", name, names)
+	case ToolPriorClaims:
+		prior, total, err := a.Store.PriorClaims(ctx, sc.ClaimID, sc.Email, sc.Account, 5)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"total": total, "recent": prior}, nil
+	case ToolFlagFraudSignal:
+		signal := str("signal")
+		if signal == "" || len(signal) > 200 {
+			return nil, refuse("signal must be 1 to 200 characters")
+		}
+		note := str("note")
+		if len(note) > 1000 {
+			note = note[:1000]
+		}
+		replayed, err := a.Store.FlagFraud(ctx, store.FraudFlag{Key: in.Key, ClaimID: sc.ClaimID, Signal: signal, Note: note})
+		if errors.Is(err, store.ErrConflict) {
+			ledgerConflict(ctx, in.Key, err)
+			return nil, nonRetryable(err, ErrIdempotencyConflict)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if replayed {
+			metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
+		}
+		return map[string]any{"flagged": true, "signal": signal}, nil
+	}
+	return nil, refuse("unknown tool %q; the tools are %v", in.Call.Name, Tools)
+}
+
+// documentText is what get_document_text answers: the start of a text
+// document, or what kind of file it is when it is not text.
+func (a *Activities) documentText(ctx context.Context, d claim.Document) (any, error) {
+	out := map[string]any{"name": d.Name, "size": d.Size}
+	if a.Blobs == nil || d.URI == "" {
+		out["text"] = nil
+		out["note"] = "the document is not in the blob store"
+		return out, nil
+	}
+	b, err := a.Blobs.Get(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, MaxToolResultBytes)
+	if err != nil {
+		return nil, err
+	}
+	truncated := int64(len(b)) < d.Size
+	for i := 0; truncated && i < utf8.UTFMax-1 && !utf8.Valid(b); i++ {
+		b = b[:len(b)-1] // a character cut in two at the limit
+	}
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		out["text"] = nil
+		out["note"] = "binary document (an image or a PDF): no text to read"
+		return out, nil
+	}
+	out["text"] = string(b)
+	if truncated {
+		out["truncated"] = true
+	}
+	return out, nil
+}

@@ -1,0 +1,196 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+func withBlobs(t *testing.T, a *Activities) *blobs.Store {
+	t.Helper()
+	docs, err := blobs.Open(context.Background(), "file://"+t.TempDir()+"?create_dir=true")
+	require.NoError(t, err)
+	t.Cleanup(func() { docs.Close() })
+	a.Blobs = docs
+	return docs
+}
+
+// The rules agent's loop, turn by turn through the activities: tools, then
+// the answer; every turn ledgered under its own key with its cost.
+func TestTriageTurnsAndToolsThroughTheActivities(t *testing.T) {
+	a := newActivities(t, nil)
+	docs := withBlobs(t, a)
+	c := sampleClaim(t)
+	ref, err := docs.Put(context.Background(), "claims/claim-0042/0-report.txt", strings.NewReader("Plumber's report: the burst pipe under the sink flooded the kitchen."))
+	require.NoError(t, err)
+	c.Documents = []claim.Document{{Name: "report.txt", URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}}
+	_, _, err = a.Store.PutClaim(context.Background(), c)
+	require.NoError(t, err)
+	price := Price{InMicrosPerMTok: 2_500_000, OutMicrosPerMTok: 10_000_000}
+
+	key := claim.StepKey(c.ID, claim.StepTriage)
+	t1, err := run[TurnResult](t, a, a.TriageTurn, TurnInput{Key: key.Sub("turn1"), Claim: c, Turn: 1, Price: price})
+	require.NoError(t, err)
+	require.Nil(t, t1.Triage)
+	require.Len(t, t1.ToolCalls, 3)
+	assert.True(t, t1.Deterministic)
+	assert.Equal(t, price.Cost(t1.Usage.TokensIn, t1.Usage.TokensOut), t1.Usage.CostMicros)
+	assert.Positive(t, t1.Usage.CostMicros)
+
+	var results []ToolResult
+	for _, call := range t1.ToolCalls {
+		r, err := run[ToolResult](t, a, a.CallTool, ToolInput{Key: key.Sub("turn1").Sub(call.Name), Scope: ScopeOf(c), Call: call})
+		require.NoError(t, err)
+		assert.False(t, r.IsError, r.Content)
+		results = append(results, r)
+	}
+	assert.Contains(t, results[0].Content, `"limit":"10000.00"`)
+	assert.Contains(t, results[1].Content, `"total":0`)
+	assert.Contains(t, results[2].Content, "Plumber's report")
+
+	t2, err := run[TurnResult](t, a, a.TriageTurn, TurnInput{Key: key.Sub("turn2"), Claim: c, Turn: 2, Conversation: t1.Conversation, ToolResults: results, Price: price})
+	require.NoError(t, err)
+	require.NotNil(t, t2.Triage)
+	assert.Equal(t, "water-damage", t2.Triage.Category)
+	assert.Contains(t, t2.Triage.Summary, "0 prior claim(s)")
+
+	calls, err := a.Store.ModelCalls(context.Background(), c.ID)
+	require.NoError(t, err)
+	require.Len(t, calls, 2)
+	assert.Equal(t, key.Sub("turn1"), calls[0].Key)
+	assert.Equal(t, key.Sub("turn2"), calls[1].Key)
+}
+
+// Past the inline limit the conversation goes to the blob store and the
+// result (so history) carries only its reference; the next turn reads it.
+func TestLongConversationsGoToTheBlobStoreByReference(t *testing.T) {
+	a := newActivities(t, nil)
+	docs := withBlobs(t, a)
+	a.TranscriptInlineMax = 300
+	c := sampleClaim(t)
+	key := claim.StepKey(c.ID, claim.StepTriage)
+
+	t1, err := run[TurnResult](t, a, a.TriageTurn, TurnInput{Key: key.Sub("turn1"), Claim: c, Turn: 1})
+	require.NoError(t, err)
+	require.NotNil(t, t1.Conversation.Messages, "the first turn is small")
+	big := strings.Repeat("x", 400)
+	var results []ToolResult
+	for _, call := range t1.ToolCalls {
+		results = append(results, ToolResult{CallID: call.ID, Name: call.Name, Content: `{"note":"` + big + `"}`})
+	}
+	t2, err := run[TurnResult](t, a, a.TriageTurn, TurnInput{Key: key.Sub("turn2"), Claim: c, Turn: 2, Conversation: t1.Conversation, ToolResults: results})
+	require.NoError(t, err)
+	require.NotNil(t, t2.Conversation.Ref)
+	assert.Empty(t, t2.Conversation.Messages)
+	require.NoError(t, docs.Verify(context.Background(), *t2.Conversation.Ref))
+	b, err := json.Marshal(t2)
+	require.NoError(t, err)
+	assert.Less(t, len(b), 1200, "the recorded result stays small")
+
+	msgs, err := a.loadConversation(context.Background(), t2.Conversation)
+	require.NoError(t, err)
+	assert.Len(t, msgs, 1+3+1, "tool calls, three results, the answer")
+}
+
+// A tool the model misuses answers with an error the model reads; the
+// activity and the workflow carry on.
+func TestToolsRefuseWhatIsNotTheClaims(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	key := claim.StepKey(c.ID, claim.StepTriage).Sub("turn1")
+	for _, tc := range []struct {
+		call ToolCall
+		want string
+	}{
+		{ToolCall{ID: "1", Name: ToolLookupPolicy, Arguments: `{"policy_id":"pol-2002"}`}, `policy \"pol-2002\" is not this claim's policy`},
+		{ToolCall{ID: "2", Name: ToolGetDocumentText, Arguments: `{"name":"../../etc/passwd"}`}, `no document \"../../etc/passwd\" on this claim`},
+		{ToolCall{ID: "3", Name: "delete_claim", Arguments: `{}`}, `unknown tool \"delete_claim\"`},
+		{ToolCall{ID: "4", Name: ToolPriorClaims, Arguments: `not json`}, "arguments are not a JSON object"},
+		{ToolCall{ID: "5", Name: ToolFlagFraudSignal, Arguments: `{"signal":""}`}, "signal must be 1 to 200 characters"},
+	} {
+		r, err := run[ToolResult](t, a, a.CallTool, ToolInput{Key: key.Sub(tc.call.Name), Scope: ScopeOf(c), Call: tc.call})
+		require.NoError(t, err, tc.call.Name)
+		assert.True(t, r.IsError, tc.call.Name)
+		assert.Contains(t, r.Content, tc.want)
+		assert.Equal(t, tc.call.ID, r.CallID)
+	}
+}
+
+// flag_fraud_signal is a side effect: once per key, a replay is harmless,
+// and the same key with another signal is a conflict, never a second flag.
+func TestFraudFlagsAreIdempotent(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	key := claim.StepKey(c.ID, claim.StepTriage).Sub("turn2").Sub(ToolFlagFraudSignal)
+	call := ToolCall{ID: "1", Name: ToolFlagFraudSignal, Arguments: `{"signal":"round-amount","note":"n"}`}
+	for range 2 {
+		r, err := run[ToolResult](t, a, a.CallTool, ToolInput{Key: key, Scope: ScopeOf(c), Call: call})
+		require.NoError(t, err)
+		assert.Contains(t, r.Content, `"flagged":true`)
+	}
+	flags, err := a.Store.FraudFlags(context.Background(), c.ID)
+	require.NoError(t, err)
+	assert.Len(t, flags, 1)
+	call.Arguments = `{"signal":"something-else","note":"n"}`
+	_, err = run[ToolResult](t, a, a.CallTool, ToolInput{Key: key, Scope: ScopeOf(c), Call: call})
+	assert.ErrorContains(t, err, "already recorded with different content")
+	_, err = a.Store.FlagFraud(context.Background(), store.FraudFlag{Key: key, ClaimID: c.ID, Signal: "round-amount", Note: "n"})
+	require.NoError(t, err)
+}
+
+func TestRetryAfterHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		headers map[string]string
+		want    string
+	}{
+		{map[string]string{"Retry-After": "3"}, "3s"},
+		{map[string]string{"retry-after-ms": "250", "Retry-After": "3"}, "250ms"},
+		{map[string]string{"Retry-After": "100000"}, MaxRetryAfter.String()},
+		{map[string]string{"Retry-After": "soon"}, "0s"},
+		{nil, "0s"},
+	} {
+		resp := &http.Response{Header: http.Header{}}
+		for k, v := range tc.headers {
+			resp.Header.Set(k, v)
+		}
+		assert.Equal(t, tc.want, retryAfter(resp).String(), "%v", tc.headers)
+	}
+	assert.Zero(t, retryAfter(nil))
+}
+
+func TestParseModelAnswers(t *testing.T) {
+	good := `{"category":"fire","severity":"high","fraud_signals":["x"],"fraud_score":30,"summary":"s"}`
+	tr, err := parseTriage("```json\n" + good + "\n```")
+	require.NoError(t, err, "a Markdown fence is tolerated")
+	assert.Equal(t, "fire", tr.Category)
+	for _, bad := range []string{
+		"", "water damage", `{"category":"fire"}`, good + good,
+		`{"category":"fire","severity":"high","fraud_signals":[],"fraud_score":101,"summary":"s"}`,
+		`{"category":"fire","severity":"high","fraud_signals":[],"fraud_score":1,"summary":"s","extra":1}`,
+	} {
+		_, err := parseTriage(bad)
+		assert.Error(t, err, bad)
+	}
+	as, err := parseAssessment(`{"recommended_minor":12345,"rationale":"r","needs_review":false}`)
+	require.NoError(t, err)
+	assert.Equal(t, int64(12345), as.RecommendedMinor)
+	for _, bad := range []string{
+		`{"recommended_minor":-1,"rationale":"r","needs_review":false}`,
+		`{"recommended_minor":12.5,"rationale":"r","needs_review":false}`,
+		`{"recommended_minor":99999999999999999999,"rationale":"r","needs_review":false}`,
+		`{"recommended_minor":1,"rationale":"","needs_review":false}`,
+		`{"recommended_minor":1,"rationale":"r"}`,
+	} {
+		_, err := parseAssessment(bad)
+		assert.Error(t, err, bad)
+	}
+}

@@ -1,0 +1,385 @@
+// Package modelsim is a local server that speaks the OpenAI Chat Completions
+// API (POST /v1/chat/completions: messages, tools and tool calls,
+// response_format, usage, error shapes), so the OpenAI-compatible provider
+// is exercised end to end with no account and no network.
+//
+// Behind the wire format it plays the rules model: a triage conversation
+// gets the same tool calls and the same classification activities.RulesModel
+// would give, so claims complete the same way with MODEL_PROVIDER=openai as
+// with the default. Unlike the rules model it answers differently on every
+// call — tool call IDs, wording and token counts carry the call number — as
+// a real model does, so a test can tell a recorded answer from a new one.
+//
+// Faults are queued and served one per call, in order: 429 with
+// Retry-After, 500, a 200 whose body is not JSON, an answer that violates
+// the response schema, a slow answer, and the 4xx refusals.
+package modelsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Fault is one misbehaviour, served to one call.
+type Fault string
+
+// The faults. Slow is "slow:<duration>"; RateLimit is "429" with
+// Retry-After: 1, or "429:<seconds>".
+const (
+	RateLimit     Fault = "429"
+	ServerError   Fault = "500"
+	Malformed     Fault = "malformed"
+	Invalid       Fault = "invalid"
+	BadRequest    Fault = "400"
+	Unauthorized  Fault = "401"
+	NotFound      Fault = "404"
+	ContextLength Fault = "context-length"
+)
+
+// Call is what the server saw on one request.
+type Call struct {
+	N        int    `json:"n"`
+	Kind     string `json:"kind"` // triage or assessment
+	ClaimID  string `json:"claim_id"`
+	Messages int    `json:"messages"`
+	Tools    int    `json:"tools"`
+	// Answers are the tool call IDs the request's tool results answer;
+	// Issued the IDs of the tool calls the response asked for.
+	Answers  []string  `json:"answers,omitempty"`
+	Issued   []string  `json:"issued,omitempty"`
+	Fault    Fault     `json:"fault,omitempty"`
+	Answered string    `json:"answered"` // tool_calls, answer, error
+	At       time.Time `json:"at"`
+}
+
+// Server is an http.Handler.
+type Server struct {
+	// APIKey, when set, is the only bearer token accepted.
+	APIKey string
+
+	mu     sync.Mutex
+	n      int
+	faults []Fault
+	calls  []Call
+}
+
+// New returns a server with no faults queued.
+func New(apiKey string) *Server { return &Server{APIKey: apiKey} }
+
+// Inject queues faults, served one per call in order.
+func (s *Server) Inject(f ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, f...)
+}
+
+// Calls lists every call so far.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.calls...)
+}
+
+type wireMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+type request struct {
+	Model          string            `json:"model"`
+	Messages       []wireMessage     `json:"messages"`
+	Tools          []json.RawMessage `json:"tools"`
+	ResponseFormat struct {
+		JSONSchema struct {
+			Name string `json:"name"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
+}
+
+// text reads a message's content, a string or an array of text parts.
+func (m wireMessage) text() string {
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(m.Content, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.URL.Path == "/_sim/calls" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, s.Calls())
+		return
+	case r.URL.Path == "/_sim/faults" && r.Method == http.MethodPost:
+		var f []Fault
+		if err := json.NewDecoder(r.Body).Decode(&f); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "body must be a JSON array of faults")
+			return
+		}
+		s.Inject(f...)
+		writeJSON(w, http.StatusOK, map[string]int{"queued": len(f)})
+		return
+	case r.Method != http.MethodPost || (r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions"):
+		apiError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "Unknown request URL: "+r.Method+" "+r.URL.Path)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	var req request
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	// Every request is counted from the moment it arrives, refused or not.
+	s.mu.Lock()
+	s.n++
+	call := Call{N: s.n, Kind: "triage", Messages: len(req.Messages), Tools: len(req.Tools), At: time.Now()}
+	if req.ResponseFormat.JSONSchema.Name == "assessment" {
+		call.Kind = "assessment"
+	}
+	idx := len(s.calls)
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+	record := func(answered string) {
+		s.mu.Lock()
+		call.Answered = answered
+		s.calls[idx] = call
+		s.mu.Unlock()
+	}
+	if s.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.APIKey {
+		record("error")
+		apiError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+		return
+	}
+	if err != nil || req.Model == "" || len(req.Messages) == 0 {
+		record("error")
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "the body must be JSON with model and messages")
+		return
+	}
+	s.mu.Lock()
+	if len(s.faults) > 0 {
+		call.Fault, s.faults = s.faults[0], s.faults[1:]
+	}
+	s.mu.Unlock()
+
+	c, rest, extra, err := parsePrompt(req.Messages)
+	call.ClaimID = c.ID
+	for _, m := range rest {
+		if m.Role == "tool" {
+			call.Answers = append(call.Answers, m.ToolCallID)
+		}
+	}
+	if err != nil {
+		record("error")
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", err.Error())
+		return
+	}
+	if s.fault(w, r, call.Fault) {
+		record("error")
+		return
+	}
+	var content string
+	var toolCalls []activities.ToolCall
+	if call.Kind == "assessment" {
+		var tc struct {
+			Triage   activities.Triage `json:"triage"`
+			Coverage claim.Coverage    `json:"coverage"`
+		}
+		if err := json.Unmarshal([]byte(extra), &tc); err != nil {
+			record("error")
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "assessment prompt without triage and coverage")
+			return
+		}
+		reply, _ := activities.RulesModel{}.Assess(r.Context(), activities.AssessRequest{Claim: c, Triage: tc.Triage, Coverage: tc.Coverage})
+		as := reply.Output
+		as.Rationale += fmt.Sprintf(" (answer %d)", call.N)
+		b, _ := json.Marshal(as)
+		content = string(b)
+	} else {
+		reply, _ := activities.RulesModel{}.TriageTurn(r.Context(), activities.TurnRequest{Claim: c, Messages: rest, Final: len(req.Tools) == 0})
+		if t := reply.Output.Triage; t != nil {
+			t.Summary += fmt.Sprintf(" (answer %d)", call.N)
+			b, _ := json.Marshal(t)
+			content = string(b)
+		}
+		toolCalls = reply.Output.ToolCalls
+		for i := range toolCalls {
+			toolCalls[i].ID = fmt.Sprintf("call_%d_%d", call.N, i+1)
+			call.Issued = append(call.Issued, toolCalls[i].ID)
+		}
+	}
+	if call.Fault == Invalid { // well-formed JSON that breaks the schema
+		content, toolCalls, call.Issued = `{"category":"spaceship","severity":"extreme","fraud_signals":[],"fraud_score":7,"summary":"?"}`, nil, nil
+		if call.Kind == "assessment" {
+			content = `{"recommended_minor":-1,"rationale":"","needs_review":false}`
+		}
+	}
+	answered := "answer"
+	if len(toolCalls) > 0 {
+		answered = "tool_calls"
+	}
+	record(answered)
+	writeJSON(w, http.StatusOK, completion(call.N, req.Model, content, toolCalls, len(body)))
+}
+
+// fault serves a fault; false when the call should be answered normally
+// (no fault, a delay, or a bad answer to come).
+func (s *Server) fault(w http.ResponseWriter, r *http.Request, f Fault) bool {
+	switch {
+	case f == "", f == Invalid:
+		return false
+	case strings.HasPrefix(string(f), "slow:"):
+		d, _ := time.ParseDuration(strings.TrimPrefix(string(f), "slow:"))
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+		}
+		return false
+	case f == RateLimit || strings.HasPrefix(string(f), "429:"):
+		secs := "1"
+		if v, ok := strings.CutPrefix(string(f), "429:"); ok {
+			secs = v
+		}
+		w.Header().Set("Retry-After", secs)
+		apiError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "Rate limit reached. Please try again in "+secs+"s.")
+	case f == ServerError:
+		apiError(w, http.StatusInternalServerError, "server_error", "", "The server had an error while processing your request.")
+	case f == Malformed:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, `{"id":"chatcmpl-broken","choices":[{"index":0,"message":{"role":"assis`)
+	case f == BadRequest:
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "Invalid value for 'messages'.")
+	case f == Unauthorized:
+		apiError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+	case f == NotFound:
+		apiError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "The model does not exist or you do not have access to it.")
+	case f == ContextLength:
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", "This model's maximum context length is 8192 tokens.")
+	default:
+		if code, err := strconv.Atoi(string(f)); err == nil && code >= 400 {
+			apiError(w, code, "server_error", "", http.StatusText(code))
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// parsePrompt reads the claim from the user message the provider writes
+// ("Claim:\n{json}", and for an assessment "\nTriage and coverage:\n{json}"),
+// and the conversation after it.
+func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string, error) {
+	var c claim.Claim
+	i := 0
+	for i < len(msgs) && msgs[i].Role != "user" {
+		i++
+	}
+	if i == len(msgs) {
+		return c, nil, "", fmt.Errorf("no user message")
+	}
+	text, ok := strings.CutPrefix(msgs[i].text(), "Claim:\n")
+	if !ok {
+		return c, nil, "", fmt.Errorf("the first user message must start with \"Claim:\"")
+	}
+	text, extra, _ := strings.Cut(text, "\nTriage and coverage:\n")
+	var p struct {
+		ClaimID     string   `json:"claim_id"`
+		PolicyID    string   `json:"policy_id"`
+		Claimant    string   `json:"claimant"`
+		AmountMinor int64    `json:"amount_minor"`
+		Currency    string   `json:"currency"`
+		Description string   `json:"description"`
+		Documents   []string `json:"documents"`
+	}
+	if err := json.Unmarshal([]byte(text), &p); err != nil {
+		return c, nil, "", fmt.Errorf("claim is not JSON: %v", err)
+	}
+	c = claim.Claim{ID: p.ClaimID, PolicyID: p.PolicyID, Claimant: claim.Claimant{Name: p.Claimant},
+		AmountMinor: p.AmountMinor, Currency: p.Currency, Description: p.Description}
+	for _, d := range p.Documents {
+		c.Documents = append(c.Documents, claim.Document{Name: d})
+	}
+	var rest []activities.Message
+	for _, m := range msgs[i+1:] {
+		am := activities.Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			am.ToolCalls = append(am.ToolCalls, activities.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+		rest = append(rest, am)
+	}
+	// Tool results name their call by ID only: recover the tool's name.
+	names := map[string]string{}
+	for _, m := range rest {
+		for _, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Name
+		}
+	}
+	for j := range rest {
+		if rest[j].Role == "tool" {
+			rest[j].Name = names[rest[j].ToolCallID]
+		}
+	}
+	return c, rest, extra, nil
+}
+
+func completion(n int, model, content string, calls []activities.ToolCall, promptBytes int) map[string]any {
+	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
+	finish := "stop"
+	if len(calls) > 0 {
+		var tcs []map[string]any
+		for _, tc := range calls {
+			tcs = append(tcs, map[string]any{"id": tc.ID, "type": "function",
+				"function": map[string]string{"name": tc.Name, "arguments": tc.Arguments}})
+		}
+		msg["tool_calls"] = tcs
+		finish = "tool_calls"
+	} else {
+		msg["content"] = content
+	}
+	out := int64(len(content)/4 + 10*len(calls) + n%7 + 1)
+	in := int64(promptBytes/4 + 1)
+	return map[string]any{
+		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"usage":   map[string]int64{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
+	}
+}
+
+func apiError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var c any
+	if code != "" {
+		c = code
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": c}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
