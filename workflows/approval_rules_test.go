@@ -214,7 +214,8 @@ func (s *ClaimSuite) TestPayeeChangeVoids() {
 }
 
 func (s *ClaimSuite) TestStepCap() {
-	s.start(testClaim("claim-0069", "640.00"), Options{Caps: Caps{MaxSteps: 3}})
+	// intake, two triage turns with three tools between them, assess: 7.
+	s.start(testClaim("claim-0069", "640.00"), Options{Caps: Caps{MaxSteps: 7}})
 	r := s.result()
 	s.Equal(StatusDeadLettered, r.Status)
 	s.Equal(ErrCap, r.DeadLetter.ErrorType)
@@ -224,14 +225,28 @@ func (s *ClaimSuite) TestStepCap() {
 	s.Empty(r.DeadLetter.UnknownEffects, "a cap stops between steps")
 }
 
-func (s *ClaimSuite) TestModelSpendCap() {
+// The spend cap stops the triage loop and the assessment: the claim goes
+// to a human, with the covered amount proposed, instead of being paid on a
+// half-finished analysis or dead-lettered.
+func (s *ClaimSuite) TestModelSpendCapSendsTheClaimToAHuman() {
 	s.calls.tokens = 1_000_000 // $2.50 of input tokens at the default price
-	s.start(testClaim("claim-0070", "640.00"), Options{})
-	r := s.result()
-	s.Equal(StatusDeadLettered, r.Status)
-	s.Contains(r.DeadLetter.Error, "cap reached (model spend)")
-	s.Equal(int(claim.StepAssess), r.DeadLetter.Step)
+	var waiting Status
+	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
+	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.start(testClaim("claim-0070", "640.00"), Options{Caps: Caps{MaxTriageTokens: 10_000_000}})
+
+	s.Equal(StatusWaiting, waiting.State)
+	s.Require().NotNil(waiting.Approval)
+	s.Contains(waiting.Approval.Request.Reasons[0], "triage asks for review: triage stopped: spent 2500400 of 2000000 micro-dollars (the spend cap)")
+	s.Contains(waiting.Approval.Request.Rationale, "not assessed by the model: spend cap reached")
+	s.Equal("640.00", waiting.Approval.Request.Amount, "the covered amount is proposed")
+	s.Equal([]claim.IdempotencyKey{"claim-0070:step2:turn1"}, s.calls.keys["triage"], "no turn past the cap")
 	s.Empty(s.calls.keys["assess"], "no model call past the cap")
+	s.Require().Len(waiting.ModelCalls, 1)
+	s.Equal(int64(2_500_400), waiting.ModelCalls[0].CostMicros)
+
+	r := s.result()
+	s.Equal(StatusPaid, r.Status, "paid after a human approved")
 	s.GreaterOrEqual(r.ModelSpendMicros, int64(2_500_000))
 }
 

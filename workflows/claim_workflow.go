@@ -134,6 +134,10 @@ type claimRun struct {
 	stepStarted time.Time
 	overBudget  bool
 
+	// agent is true for runs whose triage is the agent loop (version 1 of
+	// versionTriageAgent); older runs replay their single triage call.
+	agent bool
+
 	// unrecorded is true while a costly local activity has completed in the
 	// current workflow task: its marker is not in history until the task
 	// completes, so the next step must be a regular activity (which ends the
@@ -159,6 +163,7 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
 		s := r.status
 		s.Approval, s.Attempts = r.gate.Current(), r.gate.Attempts()
+		s.ModelCalls = r.models
 		return s, nil
 	}); err != nil {
 		return nil, err
@@ -185,13 +190,23 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		return r.finish(ctx, StatusWithdrawn, "claim was withdrawn before processing")
 	}
 
-	// 2. Triage: the model classifies the claim.
+	// 2. Triage: the model classifies the claim, as an agent that calls
+	// tools until it can (runs started before the loop make one call).
 	r.enter(ctx, claim.StepTriage)
 	var triage activities.TriageResult
-	if err := r.model(ctx, modelLocal, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
-		return r.deadLetter(ctx, err)
+	r.agent = workflow.GetVersion(ctx, versionTriageAgent, workflow.DefaultVersion, 1) >= 1
+	if r.agent {
+		t, err := r.triageAgent(ctx)
+		if err != nil {
+			return r.deadLetter(ctx, err)
+		}
+		triage.Output = t
+	} else {
+		if err := r.model(ctx, modelLocal, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
+			return r.deadLetter(ctx, err)
+		}
+		r.used(claim.StepTriage, 0, triage.Model, triage.OutputSHA256, triage.Usage)
 	}
-	r.used(claim.StepTriage, triage.Model, triage.OutputSHA256, triage.Usage)
 
 	// 3–4. Coverage (pure arithmetic) and assessment (the model recommends,
 	// the rules clamp).
@@ -287,10 +302,18 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 	}
 	r.enter(ctx, claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
-	if err := r.model(ctx, modelRemote, a.AssessClaim, in, &res); err != nil {
-		return 0, res, err
+	if r.agent && r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros {
+		// Out of model budget: a human assesses, with the covered amount
+		// proposed. Nothing is paid without that human.
+		res.Output = activities.Assessment{RecommendedMinor: r.coverage.CoveredMinor, NeedsReview: true,
+			Rationale: fmt.Sprintf("not assessed by the model: spend cap reached (%d of %d micro-dollars); the covered amount is proposed",
+				r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros)}
+	} else {
+		if err := r.model(ctx, modelRemote, a.AssessClaim, in, &res); err != nil {
+			return 0, res, err
+		}
+		r.used(claim.StepAssess, 0, res.Model, res.OutputSHA256, res.Usage)
 	}
-	r.used(claim.StepAssess, res.Model, res.OutputSHA256, res.Usage)
 	payout := min(max(res.Output.RecommendedMinor, 0), r.coverage.CoveredMinor)
 	r.status.PayoutMinor, r.status.Payout = payout, claim.FormatAmount(payout, r.claim.Currency)
 	if payout == 0 {
@@ -453,11 +476,16 @@ func (r *claimRun) model(ctx workflow.Context, opts stepOptions, fn, in any, out
 
 // used accounts for a model answer: recorded for the audit, counted
 // against the spend cap (checked before the next call).
-func (r *claimRun) used(step claim.Step, model, sum string, u activities.Usage) {
-	r.models = append(r.models, ModelUse{Step: int(step), Model: model, OutputSHA256: sum, TokensIn: u.TokensIn, TokensOut: u.TokensOut})
+func (r *claimRun) used(step claim.Step, turn int, model, sum string, u activities.Usage) {
+	use := ModelUse{Step: int(step), Turn: turn, Model: model, OutputSHA256: sum, TokensIn: u.TokensIn, TokensOut: u.TokensOut}
+	cost := r.price.cost(u.TokensIn, u.TokensOut)
+	if r.agent { // runs before the loop recorded no per-call cost
+		use.CostMicros = cost
+	}
+	r.models = append(r.models, use)
 	r.status.TokensIn += u.TokensIn
 	r.status.TokensOut += u.TokensOut
-	r.status.ModelSpendMicros += r.price.cost(u.TokensIn, u.TokensOut)
+	r.status.ModelSpendMicros += cost
 }
 
 // deadLetter ends a run whose step failed for good, or that hit a cap. The
@@ -516,6 +544,9 @@ func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activitie
 	if payout > limit {
 		reasons = append(reasons, fmt.Sprintf("payout %s is above the auto-approve limit %s",
 			claim.FormatAmount(payout, c.Currency), claim.FormatAmount(limit, c.Currency)))
+	}
+	if t.NeedsReview {
+		reasons = append(reasons, "triage asks for review: "+t.ReviewReason)
 	}
 	if as.NeedsReview {
 		reasons = append(reasons, fmt.Sprintf("assessment asks for review (fraud score %d: %v)", t.FraudScore, t.FraudSignals))

@@ -57,6 +57,8 @@ type calls struct {
 	reread    func(*activities.LoadClaimResult)
 	approvers authority.Directory
 	tokens    int64
+	// model, when set, answers the triage turns instead of the rules.
+	model activities.Model
 }
 
 func (c *calls) add(name string, key claim.IdempotencyKey) {
@@ -124,6 +126,33 @@ func (s *ClaimSuite) SetupTest() {
 				u.TokensIn = c.tokens
 			}
 			return activities.TriageResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "t", Meta: one}, err
+		})
+	env.OnActivity(a.TriageTurn, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
+			c.add("triage", in.Key)
+			msgs := append([]activities.Message(nil), in.Conversation.Messages...)
+			for _, t := range in.ToolResults {
+				msgs = append(msgs, activities.Message{Role: "tool", ToolCallID: t.CallID, Name: t.Name, Content: t.Content})
+			}
+			c.mu.Lock()
+			model := c.model
+			c.mu.Unlock()
+			if model == nil {
+				model = rules
+			}
+			r, err := model.TriageTurn(ctx, activities.TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
+			u := r.Usage
+			if c.tokens > 0 {
+				u.TokensIn = c.tokens
+			}
+			_, det := model.(activities.Deterministic)
+			return activities.TurnResult{ToolCalls: r.Output.ToolCalls, Triage: r.Output.Triage, Model: model.Name(), Usage: u, Deterministic: det,
+				Conversation: activities.Conversation{Messages: append(msgs, r.Output.Messages...)}, OutputSHA256: "t", Meta: one}, err
+		})
+	env.OnActivity(a.CallTool, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ToolInput) (activities.ToolResult, error) {
+			c.add("tool", in.Key)
+			return activities.ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Content: `{"ok":true}`, Meta: one}, nil
 		})
 	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
@@ -260,7 +289,9 @@ func (s *ClaimSuite) TestBelowThresholdIsPaidWithoutAHuman() {
 
 	// Every side effect carries its step key, built from the workflow ID.
 	k := s.calls.keys
-	s.Equal([]claim.IdempotencyKey{"claim-0001:step2"}, k["triage"])
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step2:turn1", "claim-0001:step2:turn2"}, k["triage"], "the agent asks for tools, then answers")
+	s.Equal([]claim.IdempotencyKey{"claim-0001:step2:turn1:lookup_policy", "claim-0001:step2:turn1:prior_claims",
+		"claim-0001:step2:turn1:get_document_text"}, k["tool"])
 	s.Equal([]claim.IdempotencyKey{"claim-0001:step4"}, k["assess"])
 	s.Equal([]claim.IdempotencyKey{"claim-0001:step6"}, k["pay"])
 	s.Equal([]claim.IdempotencyKey{"claim-0001:step7"}, k["notify"])
@@ -274,7 +305,7 @@ func (s *ClaimSuite) TestBelowThresholdIsPaidWithoutAHuman() {
 	s.Equal([]string{StatusRunning, StatusPaid}, s.statuses())
 	s.Require().Len(s.calls.audits, 1)
 	s.Equal("tr_1", s.calls.audits[0].TransferID)
-	s.Len(s.calls.audits[0].Models, 2)
+	s.Len(s.calls.audits[0].Models, 3, "two triage turns and the assessment")
 }
 
 func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {

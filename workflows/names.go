@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
@@ -104,6 +105,13 @@ type Caps struct {
 	// MaxAge caps the run's wall-clock age, approval waits included
 	// (default 30 days).
 	MaxAge time.Duration `json:"max_age,omitempty"`
+	// MaxTriageTurns caps the model turns of step 2's agent loop; the last
+	// turn offers no tools (default 6).
+	MaxTriageTurns int `json:"max_triage_turns,omitempty"`
+	// MaxTriageTokens caps the tokens (in and out) step 2 may use (default
+	// 40,000). Hitting it, the turn cap or the spend cap in triage sends the
+	// claim to a human instead of dead-lettering it.
+	MaxTriageTokens int64 `json:"max_triage_tokens,omitempty"`
 }
 
 // Cap defaults.
@@ -111,6 +119,8 @@ const (
 	DefaultMaxSteps            = 100
 	DefaultMaxModelSpendMicros = 2_000_000
 	DefaultMaxAge              = 30 * 24 * time.Hour
+	DefaultMaxTriageTurns      = 6
+	DefaultMaxTriageTokens     = 40_000
 )
 
 func (c Caps) withDefaults() Caps {
@@ -122,6 +132,12 @@ func (c Caps) withDefaults() Caps {
 	}
 	if c.MaxAge <= 0 {
 		c.MaxAge = DefaultMaxAge
+	}
+	if c.MaxTriageTurns <= 0 {
+		c.MaxTriageTurns = DefaultMaxTriageTurns
+	}
+	if c.MaxTriageTokens <= 0 {
+		c.MaxTriageTokens = DefaultMaxTriageTokens
 	}
 	return c
 }
@@ -145,8 +161,7 @@ func (p ModelPrice) withDefaults() ModelPrice {
 
 // cost of one call, in micro-dollars, rounded up so tiny calls still count.
 func (p ModelPrice) cost(tokensIn, tokensOut int64) int64 {
-	const m = 1_000_000
-	return (tokensIn*p.InMicrosPerMTok + tokensOut*p.OutMicrosPerMTok + m - 1) / m
+	return activities.Price(p).Cost(tokensIn, tokensOut)
 }
 
 // DefaultAutoApproveLimit is the auto-approve threshold in major units.
@@ -177,6 +192,10 @@ type Status struct {
 	ModelSpendMicros int64 `json:"model_spend_micros"`
 	TokensIn         int64 `json:"tokens_in"`
 	TokensOut        int64 `json:"tokens_out"`
+	// ModelCalls is every recorded model call: step, turn, tokens, cost.
+	ModelCalls []ModelUse `json:"model_calls,omitempty"`
+	// ToolCalls counts the triage agent's tool calls.
+	ToolCalls int `json:"tool_calls,omitempty"`
 }
 
 // ClaimResult is how a claim ended.
@@ -232,9 +251,13 @@ type AuditRecord struct {
 
 // ModelUse identifies a model answer without repeating it.
 type ModelUse struct {
-	Step         int    `json:"step"`
+	Step int `json:"step"`
+	// Turn numbers the calls of step 2's agent loop.
+	Turn         int    `json:"turn,omitempty"`
 	Model        string `json:"model"`
 	OutputSHA256 string `json:"output_sha256"`
 	TokensIn     int64  `json:"tokens_in"`
 	TokensOut    int64  `json:"tokens_out"`
+	// CostMicros is the estimated cost of the call in millionths of a dollar.
+	CostMicros int64 `json:"cost_micros,omitempty"`
 }

@@ -1,0 +1,110 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// versionTriageAgent marks the change from one triage call to the agent
+// loop: runs recorded before it replay their single call.
+const versionTriageAgent = "triage-agent"
+
+// toolStep runs one tool of the triage agent: a local activity, a read (or
+// an idempotent flag) that costs nothing to repeat, so it may follow a
+// model turn in the same workflow task.
+var toolStep = stepOptions{local: &workflow.LocalActivityOptions{
+	StartToCloseTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+		MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+}}
+
+// triageAgent is step 2 as an agent loop: a model turn, the tools it asks
+// for, the next turn, until the model answers or a cap hits. Each turn and
+// each tool call is its own activity, keyed <id>:step2:turn<M> and
+// <id>:step2:turn<M>:<tool>, so each is recorded and a resumed run reads it
+// instead of asking again.
+//
+// A turn runs as a local activity when nothing costly is waiting in the
+// current workflow task to be recorded, and as a regular activity (its own
+// checkpoint) when something is: a crash therefore repeats at most one
+// model call. Answers of a deterministic, free provider (the rules model)
+// need no checkpoint, so the offline loop costs local activities only.
+//
+// A cap (turns, tokens, spend) ends the loop with a triage that asks for a
+// human: the claim goes down the approval path, it is not dead-lettered.
+func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) {
+	step := r.key(claim.StepTriage)
+	var conv activities.Conversation
+	var results []activities.ToolResult
+	var tokens int64
+	for turn := 1; ; turn++ {
+		if why := r.triageCap(turn, tokens); why != "" {
+			workflow.GetLogger(ctx).Warn("triage stopped by a cap", "cap", why)
+			reason := "triage stopped: " + why
+			return activities.Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}, nil
+		}
+		opts := modelLocal
+		if r.unrecorded {
+			opts = modelRemote
+		}
+		before := r.unrecorded
+		in := activities.TurnInput{Key: step.Sub(fmt.Sprintf("turn%d", turn)), Claim: r.claim, Turn: turn,
+			Final: turn == r.caps.MaxTriageTurns, Conversation: conv, ToolResults: results, Price: activities.Price(r.price)}
+		var res activities.TurnResult
+		if err := r.exec(ctx, opts, a.TriageTurn, in, &res); err != nil {
+			return activities.Triage{}, err
+		}
+		if res.Deterministic {
+			r.unrecorded = before // asking again costs nothing and gives the same
+		}
+		r.used(claim.StepTriage, turn, res.Model, res.OutputSHA256, res.Usage)
+		tokens += res.Usage.TokensIn + res.Usage.TokensOut
+		conv = res.Conversation
+		if res.Triage != nil {
+			return *res.Triage, nil
+		}
+		if len(res.ToolCalls) == 0 {
+			reason := fmt.Sprintf("triage turn %d neither answered nor asked for a tool", turn)
+			return activities.Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}, nil
+		}
+		results = results[:0:0]
+		seen := map[string]int{}
+		for i, call := range res.ToolCalls {
+			seen[call.Name]++
+			key := in.Key.Sub(call.Name)
+			if n := seen[call.Name]; n > 1 {
+				key = in.Key.Sub(fmt.Sprintf("%s.%d", call.Name, n))
+			}
+			if i >= activities.MaxToolCallsPerTurn {
+				results = append(results, activities.ToolResult{CallID: call.ID, Name: call.Name, IsError: true,
+					Content: fmt.Sprintf(`{"error":"at most %d tool calls per turn"}`, activities.MaxToolCallsPerTurn)})
+				continue
+			}
+			var out activities.ToolResult
+			if err := r.exec(ctx, toolStep, a.CallTool, activities.ToolInput{Key: key, Scope: activities.ScopeOf(r.claim), Call: call}, &out); err != nil {
+				return activities.Triage{}, err
+			}
+			r.status.ToolCalls++
+			results = append(results, out)
+		}
+	}
+}
+
+// triageCap names the cap that stops the loop before turn, if one does.
+func (r *claimRun) triageCap(turn int, tokens int64) string {
+	switch {
+	case turn > r.caps.MaxTriageTurns:
+		return fmt.Sprintf("no answer in %d turns (the turn cap)", r.caps.MaxTriageTurns)
+	case tokens >= r.caps.MaxTriageTokens:
+		return fmt.Sprintf("%d tokens used (the token cap is %d)", tokens, r.caps.MaxTriageTokens)
+	case r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros:
+		return fmt.Sprintf("spent %d of %d micro-dollars (the spend cap)", r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros)
+	}
+	return ""
+}
