@@ -7,7 +7,7 @@ TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL ?= $(shell command -v temporal 2>/dev/null || echo $(GOBIN)/temporal)
 export TEMPORAL
 
-BINARIES := worker starter claimsctl stripesim
+BINARIES := worker starter claimsctl stripesim modelsim
 
 .PHONY: all build demo test vet lint fuzz bench histories soak temporal-cli clean
 
@@ -15,7 +15,7 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./stripesim/cmd/stripesim ./bench
+	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./stripesim/cmd/stripesim ./modelsim/cmd/modelsim ./bench
 	$(GO) build -o bin/codec-server ./codecserver
 
 temporal-cli:
@@ -24,6 +24,8 @@ temporal-cli:
 		$(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); \
 	fi
 
+# MODEL_PROVIDER=openai runs the same story through the OpenAI-compatible
+# provider, against modelsim unless MODEL_BASE_URL points elsewhere.
 demo: temporal-cli build
 	./scripts/demo.sh
 

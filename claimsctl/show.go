@@ -22,7 +22,8 @@ import (
 
 // stepOf maps activity types to the step they implement.
 var stepOf = map[string]claim.Step{
-	"LoadClaim": claim.StepIntake, "TriageClaim": claim.StepTriage, "AssessClaim": claim.StepAssess,
+	"LoadClaim": claim.StepIntake, "TriageClaim": claim.StepTriage, "TriageTurn": claim.StepTriage, "CallTool": claim.StepTriage,
+	"AssessClaim":  claim.StepAssess,
 	"OpenApproval": claim.StepApproval, "RemindApprovers": claim.StepApproval, "EscalateApproval": claim.StepApproval,
 	"PayClaimant": claim.StepPay, "NotifyClaimant": claim.StepNotify, "CloseClaim": claim.StepClose, "WriteAudit": claim.StepAudit,
 }
@@ -79,11 +80,12 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		s.ModelCalls = map[string]int{"triage": 0, "assess": 0}
+		triage, assess := claim.StepKey(id, claim.StepTriage), claim.StepKey(id, claim.StepAssess)
 		for _, mc := range calls {
-			switch mc.Key {
-			case claim.StepKey(id, claim.StepTriage):
+			switch k := string(mc.Key); {
+			case k == string(triage) || strings.HasPrefix(k, string(triage)+":"):
 				s.ModelCalls["triage"]++
-			case claim.StepKey(id, claim.StepAssess):
+			case k == string(assess) || strings.HasPrefix(k, string(assess)+":"):
 				s.ModelCalls["assess"]++
 			}
 		}
@@ -292,6 +294,32 @@ func (rec *stepRecord) detail(currency string) string {
 		var o activities.TriageResult
 		if json.Unmarshal(rec.Output, &o) == nil {
 			return fmt.Sprintf("%s, %s severity, fraud score %d (%s, output %s)", o.Output.Category, o.Output.Severity, o.Output.FraudScore, o.Model, short(o.OutputSHA256))
+		}
+	case "TriageTurn":
+		var o activities.TurnResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			cost := fmt.Sprintf("%d+%d tokens, $%.6f", o.Usage.TokensIn, o.Usage.TokensOut, float64(o.Usage.CostMicros)/1e6)
+			if t := o.Triage; t != nil {
+				what := fmt.Sprintf("%s, %s severity, fraud score %d", t.Category, t.Severity, t.FraudScore)
+				if t.NeedsReview {
+					what = "needs a human: " + t.ReviewReason
+				}
+				return fmt.Sprintf("%s (%s, %s, output %s)", what, o.Model, cost, short(o.OutputSHA256))
+			}
+			names := make([]string, 0, len(o.ToolCalls))
+			for _, tc := range o.ToolCalls {
+				names = append(names, tc.Name)
+			}
+			return fmt.Sprintf("asks for %s (%s, %s)", strings.Join(names, ", "), o.Model, cost)
+		}
+	case "CallTool":
+		var o activities.ToolResult
+		if json.Unmarshal(rec.Output, &o) == nil {
+			content := o.Content
+			if len(content) > 80 {
+				content = content[:77] + "..."
+			}
+			return fmt.Sprintf("tool %s: %s", o.Name, content)
 		}
 	case "AssessClaim":
 		var o activities.AssessResult

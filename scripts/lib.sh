@@ -50,6 +50,16 @@ stack_up() {
   stack_pids+=($!)
   for _ in $(seq 1 50); do listening "$STRIPESIM_ADDR" && break; sleep 0.1; done
 
+  if [ "${MODEL_PROVIDER:-rules}" = openai ] && [ -z "${MODEL_BASE_URL:-}" ]; then
+    local modelsim_addr=${MODELSIM_ADDR:-localhost:12112}
+    say "Starting modelsim (an OpenAI-compatible Chat Completions server) on $modelsim_addr"
+    bin/modelsim -addr "$modelsim_addr" >"$STACK/modelsim.log" 2>&1 &
+    stack_pids+=($!)
+    for _ in $(seq 1 50); do listening "$modelsim_addr" && break; sleep 0.1; done
+    export MODEL_BASE_URL="http://$modelsim_addr/v1" MODEL_NAME=${MODEL_NAME:-sim-1}
+  fi
+  echo "    model: ${MODEL_PROVIDER:-rules}${MODEL_BASE_URL:+ at $MODEL_BASE_URL}"
+
   say "Starting the worker under a supervisor that restarts it when it dies"
   (
     while [ ! -e "$STACK/stop" ]; do

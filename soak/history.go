@@ -67,6 +67,9 @@ type activitySpan struct {
 // Activity type names as the worker registers them (methods of Activities).
 const (
 	activityTriage = "TriageClaim"
+	// activityTurn is a turn of the triage agent loop: with the rules model
+	// every turn runs in the run's first workflow task, recorded together.
+	activityTurn   = "TriageTurn"
 	activityAssess = "AssessClaim"
 )
 
@@ -117,7 +120,7 @@ func readHistory(ctx context.Context, c client.Client, id string) (historyFacts,
 			if attempt > 1 {
 				h.localRetries++
 			}
-			if typ == activityTriage && !h.triage.recorded {
+			if (typ == activityTriage || typ == activityTurn) && !h.triage.recorded {
 				h.triage.recorded = true
 				h.triage.recordedStartedAt = lastStarted.GetEventTime().AsTime()
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -23,24 +24,36 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 	for _, c := range f.modelCalls {
 		calls[string(c.Key)]++
 	}
+	isTriage := func(key string) bool { return key == triage || strings.HasPrefix(key, triage+":turn") }
+	var triageKeys []string
 	for key, n := range calls {
-		if key != triage && key != assess {
+		switch {
+		case isTriage(key):
+			triageKeys = append(triageKeys, key)
+		case key != assess:
 			v.fail(id, "model calls", "%d call(s) under unexpected key %s", n, key)
 		}
+	}
+	slices.Sort(triageKeys)
+	if len(triageKeys) == 0 {
+		triageKeys = []string{triage} // reported missing below
 	}
 	if f.result == nil {
 		return // unfinished: reported already
 	}
 	// Every soak claim is covered, so every finished one passed steps 2 and 4.
 	repeated := false
-	for _, step := range []struct {
+	type modelStep struct {
 		key     string
 		explain func(*claimFacts, int) (string, string)
 		count   *int
-	}{
-		{triage, v.explainTriage, &v.sum.ModelRepeats.Triage},
-		{assess, v.explainAssess, &v.sum.ModelRepeats.Assess},
-	} {
+	}
+	var steps []modelStep
+	for _, key := range triageKeys { // each turn of the agent loop
+		steps = append(steps, modelStep{key, v.explainTriage, &v.sum.ModelRepeats.Triage})
+	}
+	steps = append(steps, modelStep{assess, v.explainAssess, &v.sum.ModelRepeats.Assess})
+	for _, step := range steps {
 		n := calls[step.key]
 		if n == 0 {
 			v.fail(id, "model calls", "no call under %s in the ledger", step.key)
@@ -66,8 +79,8 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 	}
 }
 
-// explainTriage: triage is a local activity in the run's first workflow
-// task, so it runs again only when that task is lost before its answer is
+// explainTriage: triage (each turn of the rules model's agent loop) is a
+// local activity in the run's first workflow task, so it runs again only when that task is lost before its answer is
 // recorded. It is explained by a kill when a worker holding a lost attempt
 // was SIGKILLed before that attempt ended, or when any worker was killed
 // while the attempts history leaves out were running.

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +51,8 @@ type options struct {
 	maxSpend      string
 	maxPayout     string
 	maxAge        time.Duration
+	maxTurns      int
+	maxTokens     int64
 	file          claim.File
 }
 
@@ -66,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.maxSpend, "max-model-spend", "2.00", "cap on model spend per run, in US dollars")
 	fs.StringVar(&o.maxPayout, "max-payout", "", "cap on the payout, in the claim's currency (default: coverage is the only limit)")
 	fs.DurationVar(&o.maxAge, "max-age", workflows.DefaultMaxAge, "cap on a run's age, approval waits included")
+	fs.IntVar(&o.maxTurns, "max-triage-turns", envInt("TRIAGE_MAX_TURNS", workflows.DefaultMaxTriageTurns), "cap on the triage agent's model turns; past it a human triages (env TRIAGE_MAX_TURNS)")
+	fs.Int64Var(&o.maxTokens, "max-triage-tokens", int64(envInt("TRIAGE_MAX_TOKENS", workflows.DefaultMaxTriageTokens)), "cap on the tokens triage may use; past it a human triages (env TRIAGE_MAX_TOKENS)")
 	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
 	fs.StringVar(&o.file.PolicyID, "policy", "", "policy ID")
 	fs.StringVar(&o.file.Claimant.Name, "name", "", "claimant name")
@@ -191,7 +196,7 @@ func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
 	in := workflows.ClaimInput{Claim: c, Options: workflows.Options{
 		Approval: approvals.Policy{TTL: o.approvalTTL, EscalationTTL: o.escalationTTL, ReminderAt: o.reminderAt,
 			FinalOutcome: approvals.Verdict(o.finalOutcome)},
-		Caps: workflows.Caps{MaxSteps: o.maxSteps, MaxAge: o.maxAge},
+		Caps: workflows.Caps{MaxSteps: o.maxSteps, MaxAge: o.maxAge, MaxTriageTurns: o.maxTurns, MaxTriageTokens: o.maxTokens},
 	}}
 	switch {
 	case o.approvalTTL <= 0 || o.escalationTTL <= 0:
@@ -202,6 +207,8 @@ func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
 		return in, fmt.Errorf("--final-outcome must be reject or approve")
 	case o.maxSteps <= 0 || o.maxAge <= 0:
 		return in, fmt.Errorf("--max-steps and --max-age must be positive")
+	case o.maxTurns <= 0 || o.maxTokens <= 0:
+		return in, fmt.Errorf("--max-triage-turns and --max-triage-tokens must be positive")
 	}
 	spend, err := claim.ParseAmount(o.maxSpend, "usd")
 	if err != nil {
@@ -220,6 +227,20 @@ func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
 		}
 	}
 	return in, nil
+}
+
+// envInt reads a whole number from the environment; a value that is not one
+// is kept as -1, which the checks above refuse by name.
+func envInt(key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 func report(w io.Writer, source string, err error) {

@@ -34,7 +34,7 @@ import (
 )
 
 func main() {
-	crashAt := flag.String("crash-at", "", "kill this process with SIGKILL once at each point: CLAIM:STEP[:before-effect|after-effect],…")
+	crashAt := flag.String("crash-at", "", "kill this process with SIGKILL once at each point: CLAIM:STEP[/SUB][:before-effect|after-effect],… (SUB e.g. turn2 or turn1/lookup_policy)")
 	crashState := flag.String("crash-state", "", "file that remembers fired crash points (default: next to CLAIMS_DB)")
 	flag.Parse()
 	logger := config.Logger("worker")
@@ -134,6 +134,29 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	return nil
 }
 
+// newModel is the model behind steps 2 and 4: MODEL_PROVIDER=rules (the
+// offline default) or openai (any Chat Completions endpoint: MODEL_BASE_URL,
+// MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT, MODEL_MAX_INVALID_ANSWERS).
+func newModel() (activities.Model, error) {
+	switch p := config.Get("MODEL_PROVIDER", "rules"); p {
+	case "rules":
+		return activities.RulesModel{}, nil
+	case "openai":
+		timeout, err := time.ParseDuration(config.Get("MODEL_TIMEOUT", "60s"))
+		if err != nil {
+			return nil, fmt.Errorf("MODEL_TIMEOUT: %w", err)
+		}
+		invalid, err := strconv.Atoi(config.Get("MODEL_MAX_INVALID_ANSWERS", "2"))
+		if err != nil || invalid < 1 {
+			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", os.Getenv("MODEL_MAX_INVALID_ANSWERS"))
+		}
+		return activities.NewOpenAIModel(activities.OpenAIConfig{BaseURL: os.Getenv("MODEL_BASE_URL"), Model: os.Getenv("MODEL_NAME"),
+			APIKey: os.Getenv("MODEL_API_KEY"), Timeout: timeout, MaxInvalidAnswers: invalid})
+	default:
+		return nil, fmt.Errorf("MODEL_PROVIDER=%q: want rules or openai", p)
+	}
+}
+
 // newActivities wires the activities' dependencies from the environment.
 func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) {
 	st, err := store.Open(config.ClaimsDB())
@@ -145,13 +168,10 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		st.Close()
 		return nil, nil, err
 	}
-	var model activities.Model
-	switch p := config.Get("MODEL_PROVIDER", "rules"); p {
-	case "rules":
-		model = activities.RulesModel{}
-	default:
+	model, err := newModel()
+	if err != nil {
 		st.Close()
-		return nil, nil, fmt.Errorf("MODEL_PROVIDER=%q: only \"rules\" is available", p)
+		return nil, nil, err
 	}
 	var mailer activities.Mailer = activities.SpoolMailer{Dir: config.Get("MAIL_SPOOL", "var/mail")}
 	if addr := os.Getenv("SMTP_ADDR"); addr != "" {

@@ -23,16 +23,44 @@ import (
 )
 
 // Point is where to crash: a claim's step, before or after its side effect.
+// Sub narrows it to one activity within the step ("turn2", "turn1/lookup_policy"
+// in the triage loop); without it, the step's first activity that reaches
+// the phase.
 type Point struct {
 	WorkflowID string
 	Step       claim.Step
+	Sub        string
 	Phase      activities.Phase
 }
 
-func (p Point) String() string { return fmt.Sprintf("%s:%d:%s", p.WorkflowID, p.Step, p.Phase) }
+func (p Point) String() string {
+	step := fmt.Sprint(int(p.Step))
+	if p.Sub != "" {
+		step += "/" + p.Sub
+	}
+	return fmt.Sprintf("%s:%s:%s", p.WorkflowID, step, p.Phase)
+}
 
-// Parse reads "claim-0042:7,claim-0043:6:after-effect". The phase defaults
-// to before-effect.
+// key is the idempotency key the point fires at.
+func (p Point) key() claim.IdempotencyKey {
+	k := claim.StepKey(p.WorkflowID, p.Step)
+	if p.Sub != "" {
+		for _, part := range strings.Split(p.Sub, "/") {
+			k = k.Sub(part)
+		}
+	}
+	return k
+}
+
+// matches says whether the point fires at key: its own key, or, without a
+// Sub, any activity within its step.
+func (p Point) matches(key claim.IdempotencyKey) bool {
+	k := p.key()
+	return key == k || (p.Sub == "" && strings.HasPrefix(string(key), string(k)+":"))
+}
+
+// Parse reads "claim-0042:7,claim-0043:6:after-effect,claim-0044:2/turn2".
+// The phase defaults to before-effect.
 func Parse(spec string) ([]Point, error) {
 	var out []Point
 	for _, item := range strings.Split(spec, ",") {
@@ -42,13 +70,14 @@ func Parse(spec string) ([]Point, error) {
 		}
 		parts := strings.Split(item, ":")
 		if len(parts) < 2 || len(parts) > 3 || parts[0] == "" {
-			return nil, fmt.Errorf("crash point %q: want CLAIM:STEP[:before-effect|after-effect]", item)
+			return nil, fmt.Errorf("crash point %q: want CLAIM:STEP[/SUB][:before-effect|after-effect]", item)
 		}
-		step, err := strconv.Atoi(parts[1])
+		stepPart, sub, _ := strings.Cut(parts[1], "/")
+		step, err := strconv.Atoi(stepPart)
 		if err != nil || step < int(claim.StepIntake) || step > int(claim.StepAudit) {
 			return nil, fmt.Errorf("crash point %q: step must be 1 to 9", item)
 		}
-		p := Point{WorkflowID: parts[0], Step: claim.Step(step), Phase: activities.BeforeEffect}
+		p := Point{WorkflowID: parts[0], Step: claim.Step(step), Sub: sub, Phase: activities.BeforeEffect}
 		if len(parts) == 3 {
 			switch ph := activities.Phase(parts[2]); ph {
 			case activities.BeforeEffect, activities.AfterEffect:
@@ -82,7 +111,7 @@ func New(points []Point, stateFile string, log *slog.Logger) *Injector {
 // At kills the process if (key, phase) is an armed point that has not fired.
 func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase activities.Phase) {
 	for _, p := range i.points {
-		if p.Phase != phase || claim.StepKey(p.WorkflowID, p.Step) != key {
+		if p.Phase != phase || !p.matches(key) {
 			continue
 		}
 		i.mu.Lock()

@@ -47,3 +47,28 @@ func TestFiresOnceAcrossRestarts(t *testing.T) {
 	newInjector().At(ctx, "claim-0043:step6", activities.AfterEffect)
 	assert.Equal(t, 1, kills)
 }
+
+func TestPointsWithinAStep(t *testing.T) {
+	pts, err := Parse("claim-7:2/turn2:after-effect,claim-8:2,claim-9:2/turn1/lookup_policy")
+	require.NoError(t, err)
+	assert.Equal(t, "claim-7:2/turn2:after-effect", pts[0].String())
+	kills := 0
+	i := New(pts, filepath.Join(t.TempDir(), "fired"), slog.Default())
+	i.kill = func() { kills++ }
+	ctx := context.Background()
+	i.At(ctx, "claim-7:step2:turn1", activities.AfterEffect) // another turn
+	i.At(ctx, "claim-7:step2:turn2:prior_claims", activities.AfterEffect)
+	assert.Equal(t, 0, kills, "a point with a Sub fires at that activity only")
+	i.At(ctx, "claim-7:step2:turn2", activities.AfterEffect)
+	assert.Equal(t, 1, kills)
+
+	i.At(ctx, "claim-8:step2:turn1", activities.BeforeEffect)
+	assert.Equal(t, 2, kills, "a step's point fires at its first activity")
+	i.At(ctx, "claim-8:step2:turn2", activities.BeforeEffect)
+	assert.Equal(t, 2, kills, "once")
+	i.At(ctx, "claim-80:step2", activities.BeforeEffect)
+	assert.Equal(t, 2, kills, "another claim whose ID shares the prefix")
+
+	i.At(ctx, "claim-9:step2:turn1:lookup_policy", activities.BeforeEffect)
+	assert.Equal(t, 3, kills)
+}

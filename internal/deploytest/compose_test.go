@@ -45,7 +45,8 @@ var binaries = map[string]string{
 	"starter":   "./starter",
 	"claimsctl": "./claimsctl",
 	"stripesim": "./stripesim/cmd/stripesim",
-	"httpcheck": "./deploy/httpcheck", // health probe for the distroless image
+	"modelsim":  "./modelsim/cmd/modelsim", // for MODEL_PROVIDER=openai without an account
+	"httpcheck": "./deploy/httpcheck",      // health probe for the distroless image
 }
 
 // notShipped lists main packages that are deliberately left out of the image.

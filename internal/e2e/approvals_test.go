@@ -175,7 +175,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	assert.Equal(t, workflows.StatusPaid, r.Status)
 	n, _ := w.transfers(id)
 	assert.Equal(t, 1, n)
-	assert.Equal(t, map[string]int{"triage": 1, "assess": 1}, map[string]int{
+	assert.Equal(t, map[string]int{"triage": 2, "assess": 1}, map[string]int{
 		"triage": w.modelCalls(id)[2], "assess": w.modelCalls(id)[4]}, "the redrive did not re-run the model steps")
 
 	// A cap is not redriven: the same input would hit it again.
