@@ -323,11 +323,15 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		}
 		return nil, refuse("no document %q on this claim; it has %v", name, names)
 	case ToolPriorClaims:
-		prior, total, err := a.Store.PriorClaims(ctx, sc.ClaimID, sc.Email, sc.Account, 5)
+		prior, total, capped, err := a.Store.PriorClaims(ctx, sc.ClaimID, sc.Email, sc.Account, 5)
 		if err != nil {
 			return nil, err
 		}
-		return map[string]any{"total": total, "recent": prior}, nil
+		out := map[string]any{"total": total, "recent": prior}
+		if capped {
+			out["more_than_total"] = true
+		}
+		return out, nil
 	case ToolFlagFraudSignal:
 		signal := str("signal")
 		if signal == "" || len(signal) > 200 {

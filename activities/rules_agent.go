@@ -55,9 +55,14 @@ func (RulesModel) TriageTurn(_ context.Context, req TurnRequest) (Reply[Turn], e
 	t := rulesTriage(c, doc.Text)
 	var prior struct {
 		Total *int `json:"total"`
+		More  bool `json:"more_than_total"`
 	}
 	if json.Unmarshal([]byte(results[ToolPriorClaims]), &prior) == nil && prior.Total != nil {
-		t.Summary += fmt.Sprintf("; %d prior claim(s)", *prior.Total)
+		more := ""
+		if prior.More {
+			more = "+"
+		}
+		t.Summary += fmt.Sprintf("; %d%s prior claim(s)", *prior.Total, more)
 	}
 	var policy struct {
 		Found *bool `json:"found"`

@@ -63,9 +63,14 @@ func (o stepOptions) retry() temporal.RetryPolicy {
 	return *o.remote.RetryPolicy
 }
 
+// A local activity's ScheduleToCloseTimeout bounds all its attempts together
+// and defaults to its StartToCloseTimeout: left unset, one slow attempt
+// would use up the whole budget and fail the step with no retry. Each is
+// therefore set to leave room for the retry policy's attempts.
 var (
 	readStep = stepOptions{local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout: 10 * time.Second,
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
 	}}
@@ -76,8 +81,9 @@ var (
 			MaximumInterval: time.Minute, MaximumAttempts: 6},
 	}}
 	modelLocal = stepOptions{costly: true, local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout: 2 * time.Minute,
-		RetryPolicy:         modelRemote.remote.RetryPolicy,
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            modelRemote.remote.RetryPolicy,
 	}}
 	effectStep = stepOptions{remote: &workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
@@ -86,8 +92,9 @@ var (
 			MaximumInterval: time.Minute, MaximumAttempts: 20},
 	}}
 	effectLocal = stepOptions{costly: true, local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         effectStep.remote.RetryPolicy,
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            effectStep.remote.RetryPolicy,
 	}}
 )
 
@@ -302,6 +309,9 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 	}
 	r.enter(ctx, claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
+	if r.agent {
+		in.Price = activities.Price(r.price)
+	}
 	if r.agent && r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros {
 		// Out of model budget: a human assesses, with the covered amount
 		// proposed. Nothing is paid without that human.

@@ -19,7 +19,8 @@ const versionTriageAgent = "triage-agent"
 // an idempotent flag) that costs nothing to repeat, so it may follow a
 // model turn in the same workflow task.
 var toolStep = stepOptions{local: &workflow.LocalActivityOptions{
-	StartToCloseTimeout: 10 * time.Second,
+	StartToCloseTimeout:    10 * time.Second,
+	ScheduleToCloseTimeout: 5 * time.Minute,
 	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 		MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
 }}

@@ -3,7 +3,10 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
@@ -81,4 +84,17 @@ func (s *ClaimSuite) TestStatusShowsUsageAndCostPerCall() {
 	s.Equal(waiting.TokensOut, out)
 	s.Equal(waiting.ModelSpendMicros, cost)
 	s.Equal(3, waiting.ToolCalls)
+}
+
+// A local activity's ScheduleToCloseTimeout defaults to its
+// StartToCloseTimeout, which leaves a slow first attempt no retry at all:
+// under load (10,000 claims parked in the bench) triage tool calls timed out
+// once and dead-lettered their claims. Every local step sets it.
+func TestLocalStepsLeaveRoomForRetries(t *testing.T) {
+	for name, o := range map[string]stepOptions{"read": readStep, "model": modelLocal, "effect": effectLocal, "tool": toolStep} {
+		lo := o.local
+		if assert.NotNil(t, lo, name) {
+			assert.GreaterOrEqual(t, lo.ScheduleToCloseTimeout, 5*lo.StartToCloseTimeout, name)
+		}
+	}
 }

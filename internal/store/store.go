@@ -94,6 +94,8 @@ CREATE TABLE IF NOT EXISTS refusals (
 	reason         TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS refusals_claim ON refusals(claim_id);
+CREATE INDEX IF NOT EXISTS claims_by_email ON claims(json_extract(body, '$.claimant.email'), created_at);
+CREATE INDEX IF NOT EXISTS claims_by_account ON claims(json_extract(body, '$.claimant.stripe_account'), created_at);
 CREATE TABLE IF NOT EXISTS fraud_flags (
 	key      TEXT PRIMARY KEY,
 	claim_id TEXT NOT NULL,
@@ -504,29 +506,41 @@ type PriorClaim struct {
 	CreatedAt   string `json:"created_at"`
 }
 
+// PriorClaimsCountCap bounds the count PriorClaims makes: a claimant with
+// more prior claims is reported as having more than this many.
+const PriorClaimsCountCap = 100
+
 // PriorClaims lists up to limit other claims by the claimant with this
-// e-mail or payout account, newest first, and how many there are in all.
-func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account string, limit int) ([]PriorClaim, int, error) {
-	const where = `FROM claims WHERE id <> ? AND (json_extract(body, '$.claimant.email') = ? OR json_extract(body, '$.claimant.stripe_account') = ?)`
-	var total int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) `+where, excludeID, email, account).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("store: prior claims of %s: %w", email, err)
+// e-mail or payout account, newest first, and counts them up to
+// PriorClaimsCountCap (capped reports that there are more). Both lookups use
+// an index on the claimant's e-mail and account, so the cost does not grow
+// with the size of the store.
+func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account string, limit int) (prior []PriorClaim, total int, capped bool, err error) {
+	const byEmail = `SELECT id, created_at FROM claims WHERE json_extract(body, '$.claimant.email') = ? AND id <> ? ORDER BY created_at DESC LIMIT ?`
+	const byAccount = `SELECT id, created_at FROM claims WHERE json_extract(body, '$.claimant.stripe_account') = ? AND id <> ? ORDER BY created_at DESC LIMIT ?`
+	either := `SELECT id, created_at FROM (` + byEmail + `) UNION SELECT id, created_at FROM (` + byAccount + `)`
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (`+either+`)`,
+		email, excludeID, PriorClaimsCountCap+1, account, excludeID, PriorClaimsCountCap+1).Scan(&total); err != nil {
+		return nil, 0, false, fmt.Errorf("store: prior claims of %s: %w", excludeID, err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, json_extract(body, '$.amount_minor'), json_extract(body, '$.currency'), status, created_at `+
-		where+` ORDER BY created_at DESC, id LIMIT ?`, excludeID, email, account, limit)
+	if total > PriorClaimsCountCap {
+		total, capped = PriorClaimsCountCap, true
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT c.id, json_extract(c.body, '$.amount_minor'), json_extract(c.body, '$.currency'), c.status, c.created_at
+		FROM (`+either+`) AS p JOIN claims c ON c.id = p.id ORDER BY c.created_at DESC, c.id LIMIT ?`,
+		email, excludeID, limit, account, excludeID, limit, limit)
 	if err != nil {
-		return nil, 0, fmt.Errorf("store: prior claims of %s: %w", email, err)
+		return nil, 0, false, fmt.Errorf("store: prior claims of %s: %w", excludeID, err)
 	}
 	defer rows.Close()
-	var out []PriorClaim
 	for rows.Next() {
 		var p PriorClaim
 		if err := rows.Scan(&p.ClaimID, &p.AmountMinor, &p.Currency, &p.Status, &p.CreatedAt); err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
-		out = append(out, p)
+		prior = append(prior, p)
 	}
-	return out, total, rows.Err()
+	return prior, total, capped, rows.Err()
 }
 
 // FraudFlag is a fraud signal the triage agent raised for investigators.

@@ -1,0 +1,62 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+func TestPriorClaimsByEmailOrAccountUsingTheIndexes(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "claims.db"))
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	put := func(id, email, account string) {
+		_, _, err := s.PutClaim(ctx, claim.Claim{ID: id, PolicyID: "pol-1001", AmountMinor: 100, Currency: "usd",
+			Claimant: claim.Claimant{Name: "n", Email: email, StripeAccount: account}})
+		require.NoError(t, err)
+	}
+	put("a-1", "ada@example.com", "acct_1Ada")
+	put("a-2", "ada@example.com", "acct_1Other") // same e-mail
+	put("a-3", "ada.l@example.com", "acct_1Ada") // same account
+	put("b-1", "bob@example.com", "acct_1Bob")
+
+	prior, total, capped, err := s.PriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", 5)
+	require.NoError(t, err)
+	assert.Equal(t, 2, total)
+	assert.False(t, capped)
+	var ids []string
+	for _, p := range prior {
+		ids = append(ids, p.ClaimID)
+		assert.Equal(t, int64(100), p.AmountMinor)
+		assert.Equal(t, StatusOpen, p.Status)
+	}
+	assert.ElementsMatch(t, []string{"a-2", "a-3"}, ids, "either the e-mail or the account matches; the claim itself is left out")
+
+	for i := range PriorClaimsCountCap + 5 {
+		put(fmt.Sprintf("c-%03d", i), "carol@example.com", "acct_1Carol")
+	}
+	prior, total, capped, err = s.PriorClaims(ctx, "c-000", "carol@example.com", "acct_1Carol", 3)
+	require.NoError(t, err)
+	assert.Len(t, prior, 3)
+	assert.Equal(t, PriorClaimsCountCap, total)
+	assert.True(t, capped, "the count stops at the cap")
+
+	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT id FROM claims WHERE json_extract(body, '$.claimant.email') = ? AND id <> ?`, "x", "y")
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan string
+	for rows.Next() {
+		var a, b, c int
+		var d string
+		require.NoError(t, rows.Scan(&a, &b, &c, &d))
+		plan += d
+	}
+	assert.Contains(t, plan, "USING INDEX claims_by_email", "no scan of every claim per tool call")
+}
