@@ -63,9 +63,15 @@ func TestTriageTurnsAndToolsThroughTheActivities(t *testing.T) {
 	assert.Equal(t, "water-damage", t2.Triage.Category)
 	assert.Contains(t, t2.Triage.Summary, "0 prior claim(s)")
 
+	as, err := run[AssessResult](t, a, a.AssessClaim, AssessInput{Key: claim.StepKey(c.ID, claim.StepAssess), Price: price,
+		AssessRequest: AssessRequest{Claim: c, Triage: *t2.Triage, Coverage: claim.Coverage{Covered: true, CoveredMinor: c.AmountMinor}}})
+	require.NoError(t, err)
+	assert.Equal(t, price.Cost(as.Usage.TokensIn, as.Usage.TokensOut), as.Usage.CostMicros, "the assessment's cost is in its result too")
+	assert.Positive(t, as.Usage.CostMicros)
+
 	calls, err := a.Store.ModelCalls(context.Background(), c.ID)
 	require.NoError(t, err)
-	require.Len(t, calls, 2)
+	require.Len(t, calls, 3)
 	assert.Equal(t, key.Sub("turn1"), calls[0].Key)
 	assert.Equal(t, key.Sub("turn2"), calls[1].Key)
 }

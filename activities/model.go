@@ -108,6 +108,8 @@ type AssessResult = ModelResult[Assessment]
 type AssessInput struct {
 	Key claim.IdempotencyKey `json:"key"`
 	AssessRequest
+	// Price estimates the call's cost in its result (zero: not estimated).
+	Price Price `json:"price,omitzero"`
 }
 
 // TriageClaim is step 2: the model classifies the claim.
@@ -123,7 +125,9 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	if err := requireKey(in.Key); err != nil {
 		return AssessResult{}, err
 	}
-	return callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
+	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
+	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
+	return res, err
 }
 
 // callModel makes one model call and writes it to the usage ledger, which is

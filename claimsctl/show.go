@@ -324,7 +324,15 @@ func (rec *stepRecord) detail(currency string) string {
 	case "AssessClaim":
 		var o activities.AssessResult
 		if json.Unmarshal(rec.Output, &o) == nil {
-			return fmt.Sprintf("recommends %s %s (%s, output %s)", claim.FormatAmount(o.Output.RecommendedMinor, currency), currency, o.Model, short(o.OutputSHA256))
+			what := fmt.Sprintf("recommends %s %s", claim.FormatAmount(o.Output.RecommendedMinor, currency), currency)
+			if o.Output.NeedsReview {
+				what += ", asks for a human"
+			}
+			cost := ""
+			if o.Usage.CostMicros > 0 {
+				cost = fmt.Sprintf(", %d+%d tokens, $%.6f", o.Usage.TokensIn, o.Usage.TokensOut, float64(o.Usage.CostMicros)/1e6)
+			}
+			return fmt.Sprintf("%s (%s%s, output %s)", what, o.Model, cost, short(o.OutputSHA256))
 		}
 	case "OpenApproval":
 		var o activities.OpenApprovalResult
