@@ -167,6 +167,7 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		TokensIn: res.Usage.TokensIn, TokensOut: res.Usage.TokensOut, OutputSHA256: res.OutputSHA256}); err != nil {
 		return TurnResult{}, err
 	}
+	countModelCall(ctx, res.Model, "triage", res.Usage)
 	a.fault(ctx, in.Key, AfterEffect)
 	logger(ctx).Info("model turn", "key", in.Key, "model", res.Model, "tool_calls", len(res.ToolCalls), "answered", res.Triage != nil)
 	return res, nil
@@ -273,9 +274,33 @@ func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, er
 		return ToolResult{}, err
 	}
 	res.Content = string(b)
+	outcome := "ok"
+	if res.IsError {
+		outcome = "refused"
+	}
+	metrics.Activity(ctx, metrics.TriageToolCalls, map[string]string{"tool": toolLabel(in.Call.Name), "outcome": outcome})
 	a.fault(ctx, in.Key, AfterEffect)
 	logger(ctx).Info("tool called", "key", in.Key, "tool", in.Call.Name, "error", res.IsError)
 	return res, nil
+}
+
+// toolLabel keeps the metric's label set bounded: a model may ask for any
+// name.
+func toolLabel(name string) string {
+	for _, t := range Tools {
+		if t == name {
+			return name
+		}
+	}
+	return "unknown"
+}
+
+// countModelCall counts one real model call, its tokens and its cost.
+func countModelCall(ctx context.Context, provider, step string, u Usage) {
+	metrics.Activity(ctx, metrics.ModelCalls, map[string]string{"provider": provider, "step": step})
+	metrics.ActivityAdd(ctx, metrics.ModelTokens, u.TokensIn, map[string]string{"provider": provider, "direction": "in"})
+	metrics.ActivityAdd(ctx, metrics.ModelTokens, u.TokensOut, map[string]string{"provider": provider, "direction": "out"})
+	metrics.ActivityAdd(ctx, metrics.ModelCostMicros, u.CostMicros, map[string]string{"provider": provider})
 }
 
 // toolRefusal is a call the tool will not serve; the model is told why.

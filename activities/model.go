@@ -117,7 +117,11 @@ func (a *Activities) TriageClaim(ctx context.Context, in TriageInput) (TriageRes
 	if err := requireKey(in.Key); err != nil {
 		return TriageResult{}, err
 	}
-	return callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return a.Model.Triage(ctx, in.Claim) })
+	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return a.Model.Triage(ctx, in.Claim) })
+	if err == nil {
+		countModelCall(ctx, res.Model, "triage", res.Usage)
+	}
+	return res, err
 }
 
 // AssessClaim is step 4: the model recommends a payout.
@@ -126,8 +130,12 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 		return AssessResult{}, err
 	}
 	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
+	if err != nil {
+		return res, err
+	}
 	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
-	return res, err
+	countModelCall(ctx, res.Model, "assess", res.Usage)
+	return res, nil
 }
 
 // callModel makes one model call and writes it to the usage ledger, which is

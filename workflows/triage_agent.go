@@ -9,6 +9,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
 // versionTriageAgent marks the change from one triage call to the agent
@@ -47,6 +48,7 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 	for turn := 1; ; turn++ {
 		if why := r.triageCap(turn, tokens); why != "" {
 			workflow.GetLogger(ctx).Warn("triage stopped by a cap", "cap", why)
+			metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": "cap"})
 			reason := "triage stopped: " + why
 			return activities.Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}, nil
 		}
@@ -68,9 +70,13 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 		tokens += res.Usage.TokensIn + res.Usage.TokensOut
 		conv = res.Conversation
 		if res.Triage != nil {
+			if res.Triage.NeedsReview {
+				metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": "model"})
+			}
 			return *res.Triage, nil
 		}
 		if len(res.ToolCalls) == 0 {
+			metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": "model"})
 			reason := fmt.Sprintf("triage turn %d neither answered nor asked for a tool", turn)
 			return activities.Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}, nil
 		}

@@ -31,7 +31,9 @@ func TestTriageAgentResumesFromItsRecordedTurns(t *testing.T) {
 	sim := modelsim.New("sk-sim")
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	w.env = append(w.env, "MODEL_PROVIDER=openai", "MODEL_BASE_URL="+srv.URL+"/v1", "MODEL_NAME=sim-1", "MODEL_API_KEY=sk-sim")
+	metricsAddr := freePort(t)
+	w.env = append(w.env, "MODEL_PROVIDER=openai", "MODEL_BASE_URL="+srv.URL+"/v1", "MODEL_NAME=sim-1", "MODEL_API_KEY=sk-sim",
+		"METRICS_ADDR="+metricsAddr)
 	// The very first call is rate limited (Retry-After: 1 s), the second
 	// fails with a 500: both are retried by the activity, not the SDK.
 	sim.Inject("429:1", modelsim.ServerError)
@@ -121,6 +123,19 @@ func TestTriageAgentResumesFromItsRecordedTurns(t *testing.T) {
 	assert.True(t, strings.Contains(flags[0].Signal, "pressure-language"), flags[0].Signal)
 	n, _ := w.transfers("claim-e2e-fraud")
 	assert.Zero(t, n)
+
+	// The replacement worker's metrics: turn 2 of the first claim (asked
+	// again) and the fraud claim's three turns; both assessments; the fraud
+	// claim's tools.
+	text := scrape(t, metricsAddr)
+	sim1 := `provider="openai/sim-1"`
+	assert.Equal(t, 4.0, value(text, "model_calls_total", sim1+`.*step="triage"|step="triage".*`+sim1))
+	assert.Equal(t, 2.0, value(text, "model_calls_total", `step="assess"`))
+	assert.Positive(t, value(text, "model_tokens_total", `direction="in"`))
+	assert.Positive(t, value(text, "model_tokens_total", `direction="out"`))
+	assert.Positive(t, value(text, "model_cost_micros_total", sim1))
+	assert.Equal(t, 1.0, value(text, "triage_tool_calls_total", `tool="flag_fraud_signal"`))
+	assert.Equal(t, 1.0, value(text, "triage_tool_calls_total", `outcome="ok",.*tool="lookup_policy"|tool="lookup_policy".*outcome="ok"`))
 	assert.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, w.describe(id).GetWorkflowExecutionInfo().GetStatus())
 }
 

@@ -19,6 +19,14 @@ const (
 	ClaimHistoryBytes    = "claim_history_bytes"   // histogram {step}
 	ClaimHistoryEvents   = "claim_history_events"  // histogram {step}
 	HistoryBudgetCrossed = "claim_history_budget_exceeded"
+
+	// The model, counted where it is called (every real call, resumed runs
+	// included: what the provider bills).
+	ModelCalls      = "model_calls"       // counter {provider, step}
+	ModelTokens     = "model_tokens"      // counter {provider, direction: in|out}
+	ModelCostMicros = "model_cost_micros" // counter {provider}: estimated, millionths of a dollar
+	TriageToolCalls = "triage_tool_calls" // counter {tool, outcome: ok|refused}
+	TriageReviews   = "triage_reviews"    // counter {cause: cap|model}: triage handed to a human
 )
 
 // Tools, for the idempotency metrics.

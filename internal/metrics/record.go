@@ -18,6 +18,14 @@ func Activity(ctx context.Context, name string, tags map[string]string) {
 	activity.GetMetricsHandler(ctx).WithTags(tags).Counter(name).Inc(1)
 }
 
+// ActivityAdd adds n to a counter from an activity.
+func ActivityAdd(ctx context.Context, name string, n int64, tags map[string]string) {
+	if !activity.IsActivity(ctx) || n <= 0 {
+		return
+	}
+	activity.GetMetricsHandler(ctx).WithTags(tags).Counter(name).Inc(n)
+}
+
 // Count counts one occurrence of name from workflow code (not on replay).
 func Count(ctx workflow.Context, name string, tags map[string]string) {
 	workflow.GetMetricsHandler(ctx).WithTags(tags).Counter(name).Inc(1)
