@@ -1029,6 +1029,12 @@ var knownMetrics = func() map[string]map[string][]string {
 	add("claim_history_budget_exceeded_total", sdk, map[string][]string{"step": steps})
 	add("reconciliation_discrepancies_total", sdk, map[string][]string{"category": {"missing", "orphaned", "duplicate", "amount_mismatch"}})
 	add("reconciliation_last_run_unmatched", sdk, nil)
+	add("model_calls_total", sdk, map[string][]string{"provider": nil, "step": {"triage", "assess"}})
+	add("model_tokens_total", sdk, map[string][]string{"provider": nil, "direction": {"in", "out"}})
+	add("model_cost_micros_total", sdk, map[string][]string{"provider": nil})
+	add("triage_tool_calls_total", sdk, map[string][]string{"tool": {"lookup_policy", "get_document_text", "prior_claims", "flag_fraud_signal", "unknown"},
+		"outcome": {"ok", "refused"}})
+	add("triage_reviews_total", sdk, map[string][]string{"cause": {"cap", "model"}})
 	// Go runtime and process collectors; Prometheus' own per-target series.
 	add("go_goroutines", nil, nil)
 	add("process_resident_memory_bytes", nil, nil)
@@ -1525,6 +1531,7 @@ var alertSpecs = map[string]struct {
 	"ApprovalsPastDeadline": {"warning", []string{"approvals_waiting"}, "1h"},
 	"ResumeRateHigh":        {"warning", []string{"claim_resumes_total", "claims_completed_total"}, "15m"},
 	"HistoryBudgetExceeded": {"warning", []string{"claim_history_budget_exceeded_total"}, ""},
+	"ModelAnswersUnusable":  {"warning", []string{"triage_reviews_total"}, ""},
 	"WorkerDown":            {"critical", []string{"up"}, "1m"},
 	"WorkersAbsent":         {"critical", []string{"up"}, "2m"},
 }
