@@ -3,8 +3,6 @@ package activities
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -142,7 +140,7 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		return TurnResult{}, err
 	}
 	turn := reply.Output
-	if len(turn.ToolCalls) > 0 && turn.Triage != nil {
+	if len(turn.ToolCalls) > 0 {
 		turn.Triage = nil // tools first; the answer comes on a later turn
 	}
 	msgs = append(msgs, turn.Messages...)
@@ -151,20 +149,14 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		res.Deterministic = d.Deterministic()
 	}
 	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
-	out, err := json.Marshal(struct {
-		ToolCalls []ToolCall `json:"tool_calls,omitempty"`
-		Triage    *Triage    `json:"triage,omitempty"`
-	}{turn.ToolCalls, turn.Triage})
-	if err != nil {
-		return TurnResult{}, err
-	}
-	sum := sha256.Sum256(out)
-	res.OutputSHA256 = hex.EncodeToString(sum[:])
 	if res.Conversation, err = a.keepConversation(ctx, in.Key, msgs); err != nil {
 		return TurnResult{}, err
 	}
-	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: in.Claim.ID, Key: in.Key, Provider: res.Model, Attempt: attempt(ctx),
-		TokensIn: res.Usage.TokensIn, TokensOut: res.Usage.TokensOut, OutputSHA256: res.OutputSHA256}); err != nil {
+	output := struct {
+		ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+		Triage    *Triage    `json:"triage,omitempty"`
+	}{turn.ToolCalls, turn.Triage}
+	if res.OutputSHA256, err = a.ledgerModelCall(ctx, in.Claim.ID, in.Key, res.Model, res.Usage, output); err != nil {
 		return TurnResult{}, err
 	}
 	countModelCall(ctx, res.Model, "triage", res.Usage)
@@ -202,14 +194,10 @@ func (a *Activities) keepConversation(ctx context.Context, key claim.Idempotency
 	if err != nil {
 		return Conversation{}, err
 	}
-	limit := a.TranscriptInlineMax
-	if limit <= 0 {
-		limit = DefaultTranscriptInlineMax
-	}
-	if len(b) <= limit || a.Blobs == nil {
+	if len(b) <= a.transcriptLimit() || a.Blobs == nil {
 		return Conversation{Messages: msgs}, nil
 	}
-	ref, err := a.Blobs.Put(ctx, fmt.Sprintf("transcripts/%s/conversation-attempt-%d.json", fileSafe(string(key)), attempt(ctx)), bytes.NewReader(b))
+	ref, err := a.putTranscript(ctx, key, "conversation-attempt", b)
 	if err != nil {
 		return Conversation{}, err
 	}
@@ -368,14 +356,13 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		}
 		replayed, err := a.Store.FlagFraud(ctx, store.FraudFlag{Key: in.Key, ClaimID: sc.ClaimID, Signal: signal, Note: note})
 		if errors.Is(err, store.ErrConflict) {
-			ledgerConflict(ctx, in.Key, err)
-			return nil, nonRetryable(err, ErrIdempotencyConflict)
+			return nil, ledgerConflict(ctx, in.Key, err)
 		}
 		if err != nil {
 			return nil, err
 		}
 		if replayed {
-			metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
+			ledgerReplay(ctx)
 		}
 		return map[string]any{"flagged": true, "signal": signal}, nil
 	}

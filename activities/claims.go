@@ -81,11 +81,10 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 	a.fault(ctx, in.Key, BeforeEffect)
 	replayed, closedAt, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
-		ledgerConflict(ctx, in.Key, err)
-		return CloseResult{}, nonRetryable(err, ErrIdempotencyConflict)
+		return CloseResult{}, ledgerConflict(ctx, in.Key, err)
 	}
 	if replayed {
-		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
+		ledgerReplay(ctx)
 	}
 	if err != nil {
 		return CloseResult{}, err
@@ -120,11 +119,10 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	a.fault(ctx, in.Key, BeforeEffect)
 	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
 	if errors.Is(err, store.ErrConflict) {
-		ledgerConflict(ctx, in.Key, err)
-		return AuditResult{}, nonRetryable(err, ErrIdempotencyConflict)
+		return AuditResult{}, ledgerConflict(ctx, in.Key, err)
 	}
 	if replayed {
-		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
+		ledgerReplay(ctx)
 	}
 	if err != nil {
 		return AuditResult{}, err
@@ -133,9 +131,15 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	return AuditResult{SHA256: sum, Replayed: replayed, Meta: meta(ctx)}, nil
 }
 
-func ledgerConflict(ctx context.Context, key claim.IdempotencyKey, err error) {
+func ledgerConflict(ctx context.Context, key claim.IdempotencyKey, err error) error {
 	logger(ctx).Error("ALERT: ledger key reused for a different record", "alert", "idempotency_conflict", "tool", metrics.ToolLedger, "key", key, "error", err)
 	metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolLedger})
+	return nonRetryable(err, ErrIdempotencyConflict)
+}
+
+// ledgerReplay counts a ledger write found already made under its key.
+func ledgerReplay(ctx context.Context) {
+	metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
 }
 
 // checkDocuments makes sure every document is in the blob store as the claim

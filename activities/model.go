@@ -59,6 +59,12 @@ type Triage struct {
 	ReviewReason string `json:"review_reason,omitempty"`
 }
 
+// ReviewTriage is the triage of a claim the model could not classify: a
+// human decides, and reason says why.
+func ReviewTriage(reason string) Triage {
+	return Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}
+}
+
 // AssessRequest is what the assessor sees.
 type AssessRequest struct {
 	Claim    claim.Claim    `json:"claim"`
@@ -73,6 +79,12 @@ type Assessment struct {
 	Rationale        string `json:"rationale"`
 	// NeedsReview sends the claim to a human whatever its amount.
 	NeedsReview bool `json:"needs_review"`
+}
+
+// ReviewAssessment proposes the covered amount to a human when the model
+// gave no usable assessment; why is appended to the rationale.
+func ReviewAssessment(coveredMinor int64, why string) Assessment {
+	return Assessment{RecommendedMinor: coveredMinor, NeedsReview: true, Rationale: why + "; the covered amount is proposed for a human to decide"}
 }
 
 // TriageInput is step 2's input.
@@ -146,18 +158,11 @@ func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyK
 	if err != nil {
 		return ModelResult[T]{}, err
 	}
-	out, usage := reply.Output, reply.Usage
-	b, err := json.Marshal(out)
-	if err != nil {
+	res := ModelResult[T]{Output: reply.Output, Model: a.Model.Name(), Usage: reply.Usage, Meta: meta(ctx)}
+	if res.Transcript, res.TranscriptRef, err = a.keepTranscript(ctx, key, reply.Transcript); err != nil {
 		return ModelResult[T]{}, err
 	}
-	sum := sha256.Sum256(b)
-	res := ModelResult[T]{Output: out, Model: a.Model.Name(), Usage: usage, OutputSHA256: hex.EncodeToString(sum[:]), Meta: meta(ctx)}
-	if err := a.keepTranscript(ctx, key, reply.Transcript, &res.Transcript, &res.TranscriptRef); err != nil {
-		return ModelResult[T]{}, err
-	}
-	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: claimID, Key: key, Provider: res.Model, Attempt: attempt(ctx),
-		TokensIn: usage.TokensIn, TokensOut: usage.TokensOut, OutputSHA256: res.OutputSHA256}); err != nil {
+	if res.OutputSHA256, err = a.ledgerModelCall(ctx, claimID, key, res.Model, res.Usage, res.Output); err != nil {
 		return ModelResult[T]{}, err
 	}
 	a.fault(ctx, key, AfterEffect)
@@ -189,7 +194,7 @@ var categories = []struct {
 func (RulesModel) Triage(_ context.Context, c claim.Claim) (Reply[Triage], error) {
 	t := rulesTriage(c, "")
 	prompt := fmt.Sprintf("Classify claim %s (%s %s): %s", c.ID, c.Amount(), c.Currency, c.Description)
-	return Reply[Triage]{Output: t, Usage: rulesUsage(c.Description), Transcript: transcript(prompt, t)}, nil
+	return Reply[Triage]{Output: t, Usage: rulesUsage(len(c.Description)), Transcript: transcript(prompt, t)}, nil
 }
 
 // Deterministic: the rules model answers the same conversation the same way,
@@ -255,34 +260,59 @@ func (RulesModel) Assess(_ context.Context, r AssessRequest) (Reply[Assessment],
 		as.Rationale += "; fraud score " + fmt.Sprint(r.Triage.FraudScore) + " needs a human"
 	}
 	prompt := fmt.Sprintf("Recommend a payout for claim %s: %s; coverage: %s", r.Claim.ID, r.Triage.Summary, r.Coverage.Reason)
-	return Reply[Assessment]{Output: as, Usage: rulesUsage(r.Claim.Description), Transcript: transcript(prompt, as)}, nil
+	return Reply[Assessment]{Output: as, Usage: rulesUsage(len(r.Claim.Description)), Transcript: transcript(prompt, as)}, nil
 }
 
 // rulesUsage reports a token count as a real model would, roughly one token
 // per four characters, so spend accounting is exercised offline too.
-func rulesUsage(text string) Usage {
-	return Usage{TokensIn: int64(50 + len(text)/4), TokensOut: 40}
+func rulesUsage(chars int) Usage {
+	return Usage{TokensIn: int64(50 + chars/4), TokensOut: 40}
 }
 
 // keepTranscript puts a small transcript in the result (and so in history)
 // and a large one in the blob store, by reference.
-func (a *Activities) keepTranscript(ctx context.Context, key claim.IdempotencyKey, t []byte, inline *string, ref **blobs.Ref) error {
-	limit := a.TranscriptInlineMax
-	if limit <= 0 {
-		limit = DefaultTranscriptInlineMax
+func (a *Activities) keepTranscript(ctx context.Context, key claim.IdempotencyKey, t []byte) (inline string, ref *blobs.Ref, err error) {
+	switch {
+	case len(t) <= a.transcriptLimit():
+		return string(t), nil, nil
+	case a.Blobs == nil:
+		return "", nil, nil // unit tests: only small transcripts are kept
 	}
-	if len(t) <= limit || a.Blobs == nil {
-		if len(t) <= limit {
-			*inline = string(t)
-		}
-		return nil
-	}
-	r, err := a.Blobs.Put(ctx, fmt.Sprintf("transcripts/%s/attempt-%d.json", fileSafe(string(key)), attempt(ctx)), bytes.NewReader(t))
+	r, err := a.putTranscript(ctx, key, "attempt", t)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	*ref = &r
-	return nil
+	return "", &r, nil
+}
+
+// transcriptLimit is the largest transcript or conversation kept in history.
+func (a *Activities) transcriptLimit() int {
+	if a.TranscriptInlineMax > 0 {
+		return a.TranscriptInlineMax
+	}
+	return DefaultTranscriptInlineMax
+}
+
+// putTranscript stores a transcript too large for history under
+// transcripts/<key>/<name>-<attempt>.json.
+func (a *Activities) putTranscript(ctx context.Context, key claim.IdempotencyKey, name string, b []byte) (blobs.Ref, error) {
+	return a.Blobs.Put(ctx, fmt.Sprintf("transcripts/%s/%s-%d.json", fileSafe(string(key)), name, attempt(ctx)), bytes.NewReader(b))
+}
+
+// ledgerModelCall writes one model call to the usage ledger and returns the
+// SHA-256 of its output, which the audit record cites.
+func (a *Activities) ledgerModelCall(ctx context.Context, claimID string, key claim.IdempotencyKey, provider string, u Usage, output any) (string, error) {
+	b, err := json.Marshal(output)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(b)
+	sum := hex.EncodeToString(h[:])
+	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: claimID, Key: key, Provider: provider, Attempt: attempt(ctx),
+		TokensIn: u.TokensIn, TokensOut: u.TokensOut, OutputSHA256: sum}); err != nil {
+		return "", err
+	}
+	return sum, nil
 }
 
 // transcript is the exchange the rules model had with itself: what it was

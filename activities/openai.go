@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,18 +74,11 @@ func NewOpenAIModel(cfg OpenAIConfig) (*OpenAIModel, error) {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
 	}
 	// Local servers (Ollama, vLLM) take any key but the SDK wants one.
-	opts = append(opts, option.WithAPIKey(cmp(cfg.APIKey, "unused")))
+	opts = append(opts, option.WithAPIKey(cmp.Or(cfg.APIKey, "unused")))
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
 	return &OpenAIModel{client: openai.NewClient(opts...), cfg: cfg}, nil
-}
-
-func cmp(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Name identifies the provider and model in the ledger and the audit.
@@ -215,13 +209,11 @@ func (m *OpenAIModel) TriageTurn(ctx context.Context, req TurnRequest) (Reply[Tu
 			return Reply[Turn]{Output: turn, Usage: usage}, nil
 		}
 		if tries > m.cfg.MaxInvalidAnswers {
-			t := Triage{Category: "general", Severity: "unknown", NeedsReview: true,
-				ReviewReason: fmt.Sprintf("the model gave no valid triage in %d answers (last: %s)", tries, problem)}
-			t.Summary = t.ReviewReason
+			t := ReviewTriage(fmt.Sprintf("the model gave no valid triage in %d answers (last: %s)", tries, problem))
 			turn.Triage = &t
 			return Reply[Turn]{Output: turn, Usage: usage}, nil
 		}
-		fix := Message{Role: "user", Content: "Your answer was not valid: " + problem + ". Answer again with only the JSON object the schema asks for."}
+		fix := Message{Role: "user", Content: fixPrompt(problem)}
 		turn.Messages = append(turn.Messages, fix)
 		msgs = append(msgs, openai.AssistantMessage(answer), openai.UserMessage(fix.Content))
 	}
@@ -271,14 +263,18 @@ func (m *OpenAIModel) Assess(ctx context.Context, r AssessRequest) (Reply[Assess
 			return Reply[Assessment]{Output: as, Usage: usage, Transcript: transcript}, nil
 		}
 		if tries > m.cfg.MaxInvalidAnswers {
-			as = Assessment{RecommendedMinor: r.Coverage.CoveredMinor, NeedsReview: true,
-				Rationale: fmt.Sprintf("the model gave no valid assessment in %d answers (last: %s); the covered amount is proposed for a human to decide", tries, problem)}
+			as = ReviewAssessment(r.Coverage.CoveredMinor, fmt.Sprintf("the model gave no valid assessment in %d answers (last: %s)", tries, problem))
 			return Reply[Assessment]{Output: as, Usage: usage, Transcript: transcript}, nil
 		}
-		fix := "Your answer was not valid: " + problem + ". Answer again with only the JSON object the schema asks for."
+		fix := fixPrompt(problem)
 		exchange = append(exchange, Message{Role: "user", Content: fix})
 		msgs = append(msgs, openai.AssistantMessage(answer), openai.UserMessage(fix))
 	}
+}
+
+// fixPrompt asks again after an answer that did not satisfy the schema.
+func fixPrompt(problem string) string {
+	return "Your answer was not valid: " + problem + ". Answer again with only the JSON object the schema asks for."
 }
 
 func toParam(m Message) openai.ChatCompletionMessageParamUnion {

@@ -29,7 +29,7 @@ func (RulesModel) TriageTurn(_ context.Context, req TurnRequest) (Reply[Turn], e
 			}
 		}
 	}
-	usage := Usage{TokensIn: int64(50 + size/4), TokensOut: 40}
+	usage := rulesUsage(size)
 	call := func(calls ...ToolCall) (Reply[Turn], error) {
 		for i := range calls {
 			calls[i].ID = fmt.Sprintf("call_%d_%d", req.Turn, i+1)

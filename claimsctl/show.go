@@ -80,12 +80,11 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		s.ModelCalls = map[string]int{"triage": 0, "assess": 0}
-		triage, assess := claim.StepKey(id, claim.StepTriage), claim.StepKey(id, claim.StepAssess)
 		for _, mc := range calls {
-			switch k := string(mc.Key); {
-			case k == string(triage) || strings.HasPrefix(k, string(triage)+":"):
+			switch {
+			case mc.Key.Within(claim.StepKey(id, claim.StepTriage)):
 				s.ModelCalls["triage"]++
-			case k == string(assess) || strings.HasPrefix(k, string(assess)+":"):
+			case mc.Key.Within(claim.StepKey(id, claim.StepAssess)):
 				s.ModelCalls["assess"]++
 			}
 		}

@@ -220,16 +220,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(as)
 		content = string(b)
 	} else {
-		reply, _ := activities.RulesModel{}.TriageTurn(r.Context(), activities.TurnRequest{Claim: c, Messages: rest, Final: len(req.Tools) == 0})
+		// The call number as the turn gives tool call IDs unique per call.
+		reply, _ := activities.RulesModel{}.TriageTurn(r.Context(), activities.TurnRequest{Claim: c, Turn: call.N, Messages: rest, Final: len(req.Tools) == 0})
 		if t := reply.Output.Triage; t != nil {
 			t.Summary += fmt.Sprintf(" (answer %d)", call.N)
 			b, _ := json.Marshal(t)
 			content = string(b)
 		}
 		toolCalls = reply.Output.ToolCalls
-		for i := range toolCalls {
-			toolCalls[i].ID = fmt.Sprintf("call_%d_%d", call.N, i+1)
-			call.Issued = append(call.Issued, toolCalls[i].ID)
+		for _, tc := range toolCalls {
+			call.Issued = append(call.Issued, tc.ID)
 		}
 	}
 	if call.Fault == Invalid { // well-formed JSON that breaks the schema

@@ -24,11 +24,10 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 	for _, c := range f.modelCalls {
 		calls[string(c.Key)]++
 	}
-	isTriage := func(key string) bool { return key == triage || strings.HasPrefix(key, triage+":turn") }
 	var triageKeys []string
 	for key, n := range calls {
 		switch {
-		case isTriage(key):
+		case claim.IdempotencyKey(key).Within(claim.IdempotencyKey(triage)):
 			triageKeys = append(triageKeys, key)
 		case key != assess:
 			v.fail(id, "model calls", "%d call(s) under unexpected key %s", n, key)

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -232,11 +231,7 @@ func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
 // envInt reads a whole number from the environment; a value that is not one
 // is kept as -1, which the checks above refuse by name.
 func envInt(key string, def int) int {
-	v := os.Getenv(key)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
+	n, err := config.Int(key, def)
 	if err != nil {
 		return -1
 	}

@@ -14,7 +14,6 @@ import (
 	"net/smtp"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
@@ -79,7 +78,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	// days away and replays a short history in microseconds), so the cache is
 	// small: memory and goroutines stay flat however many claims wait. See
 	// README, Performance.
-	size, err := strconv.Atoi(config.Get("WORKFLOW_CACHE_SIZE", "32"))
+	size, err := config.Int("WORKFLOW_CACHE_SIZE", 32)
 	if err != nil || size < 0 {
 		return fmt.Errorf("WORKFLOW_CACHE_SIZE=%q: want a number of workflows", os.Getenv("WORKFLOW_CACHE_SIZE"))
 	}
@@ -142,11 +141,11 @@ func newModel() (activities.Model, error) {
 	case "rules":
 		return activities.RulesModel{}, nil
 	case "openai":
-		timeout, err := time.ParseDuration(config.Get("MODEL_TIMEOUT", "60s"))
+		timeout, err := config.Duration("MODEL_TIMEOUT", time.Minute)
 		if err != nil {
-			return nil, fmt.Errorf("MODEL_TIMEOUT: %w", err)
+			return nil, err
 		}
-		invalid, err := strconv.Atoi(config.Get("MODEL_MAX_INVALID_ANSWERS", "2"))
+		invalid, err := config.Int("MODEL_MAX_INVALID_ANSWERS", 2)
 		if err != nil || invalid < 1 {
 			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", os.Getenv("MODEL_MAX_INVALID_ANSWERS"))
 		}

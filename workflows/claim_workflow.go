@@ -51,8 +51,10 @@ type stepOptions struct {
 	remote *workflow.ActivityOptions
 	local  *workflow.LocalActivityOptions
 	// costly marks a local activity whose re-run would cost something (a
-	// model call, a side effect): another local activity must not follow it
-	// in the same workflow task.
+	// model call, a side effect): another costly local activity must not
+	// follow it in the same workflow task. A costly step therefore carries
+	// remote as well, and exec runs it as that regular activity (its own
+	// checkpoint) whenever a costly local result is still unrecorded.
 	costly bool
 }
 
@@ -80,7 +82,7 @@ var (
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 6},
 	}}
-	modelLocal = stepOptions{costly: true, local: &workflow.LocalActivityOptions{
+	modelLocal = stepOptions{costly: true, remote: modelRemote.remote, local: &workflow.LocalActivityOptions{
 		StartToCloseTimeout:    2 * time.Minute,
 		ScheduleToCloseTimeout: 15 * time.Minute,
 		RetryPolicy:            modelRemote.remote.RetryPolicy,
@@ -91,7 +93,7 @@ var (
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 20},
 	}}
-	effectLocal = stepOptions{costly: true, local: &workflow.LocalActivityOptions{
+	effectLocal = stepOptions{costly: true, remote: effectStep.remote, local: &workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 15 * time.Minute,
 		RetryPolicy:            effectStep.remote.RetryPolicy,
@@ -162,7 +164,7 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 			fmt.Sprintf("workflow ID %q must be the claim ID %q", info.WorkflowExecution.ID, in.Claim.ID), activities.ErrInvalidInput, nil)
 	}
 	r := &claimRun{in: in, workflowID: info.WorkflowExecution.ID, started: info.WorkflowStartTime,
-		caps: in.Options.Caps.withDefaults(), price: in.Options.ModelPrice.withDefaults()}
+		caps: in.Options.Caps.withDefaults(), price: priceWithDefaults(in.Options.ModelPrice)}
 	r.setClaim(in.Claim, 0)
 	r.status.State = StatusRunning
 	r.published, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(ClaimStatusKey)
@@ -310,14 +312,13 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 	r.enter(ctx, claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
 	if r.agent {
-		in.Price = activities.Price(r.price)
+		in.Price = r.price
 	}
 	if r.agent && r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros {
 		// Out of model budget: a human assesses, with the covered amount
 		// proposed. Nothing is paid without that human.
-		res.Output = activities.Assessment{RecommendedMinor: r.coverage.CoveredMinor, NeedsReview: true,
-			Rationale: fmt.Sprintf("not assessed by the model: spend cap reached (%d of %d micro-dollars); the covered amount is proposed",
-				r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros)}
+		res.Output = activities.ReviewAssessment(r.coverage.CoveredMinor, fmt.Sprintf("not assessed by the model: spend cap reached (%d of %d micro-dollars)",
+			r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros))
 	} else {
 		if err := r.model(ctx, modelRemote, a.AssessClaim, in, &res); err != nil {
 			return 0, res, err
@@ -381,11 +382,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	}
 
 	r.enter(ctx, claim.StepNotify)
-	notify := effectLocal
-	if r.unrecorded { // e.g. rejected right after a local assessment
-		notify = effectStep
-	}
-	if err := r.exec(ctx, notify, a.NotifyClaimant, activities.NotifyInput{
+	if err := r.exec(ctx, effectLocal, a.NotifyClaimant, activities.NotifyInput{
 		Key: r.key(claim.StepNotify), ClaimID: c.ID, To: c.Claimant.Email, Name: c.Claimant.Name, Outcome: outcome,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, Reason: reason,
 	}, &r.notice); err != nil {
@@ -447,6 +444,9 @@ func (r *claimRun) exec(ctx workflow.Context, opts stepOptions, fn, in any, out 
 	if left <= 0 {
 		return capErr("steps", "%d activity executions, retries included", r.status.StepsExecuted)
 	}
+	if opts.local != nil && opts.remote != nil && r.unrecorded {
+		opts.local = nil // e.g. notify right after a local assessment rejected the claim
+	}
 	rp := opts.retry()
 	cut := rp.MaximumAttempts == 0 || int(rp.MaximumAttempts) > left
 	if cut {
@@ -488,7 +488,7 @@ func (r *claimRun) model(ctx workflow.Context, opts stepOptions, fn, in any, out
 // against the spend cap (checked before the next call).
 func (r *claimRun) used(step claim.Step, turn int, model, sum string, u activities.Usage) {
 	use := ModelUse{Step: int(step), Turn: turn, Model: model, OutputSHA256: sum, TokensIn: u.TokensIn, TokensOut: u.TokensOut}
-	cost := r.price.cost(u.TokensIn, u.TokensOut)
+	cost := r.price.Cost(u.TokensIn, u.TokensOut)
 	if r.agent { // runs before the loop recorded no per-call cost
 		use.CostMicros = cost
 	}

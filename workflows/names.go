@@ -143,13 +143,11 @@ func (c Caps) withDefaults() Caps {
 }
 
 // ModelPrice is a model's price in millionths of a dollar per million
-// tokens (defaults: $2.50 in, $10 out).
-type ModelPrice struct {
-	InMicrosPerMTok  int64 `json:"in_micros_per_mtok,omitempty"`
-	OutMicrosPerMTok int64 `json:"out_micros_per_mtok,omitempty"`
-}
+// tokens (defaults: $2.50 in, $10 out); the activities estimate each call's
+// cost with it.
+type ModelPrice = activities.Price
 
-func (p ModelPrice) withDefaults() ModelPrice {
+func priceWithDefaults(p ModelPrice) ModelPrice {
 	if p.InMicrosPerMTok <= 0 {
 		p.InMicrosPerMTok = 2_500_000
 	}
@@ -157,11 +155,6 @@ func (p ModelPrice) withDefaults() ModelPrice {
 		p.OutMicrosPerMTok = 10_000_000
 	}
 	return p
-}
-
-// cost of one call, in micro-dollars, rounded up so tiny calls still count.
-func (p ModelPrice) cost(tokensIn, tokensOut int64) int64 {
-	return activities.Price(p).Cost(tokensIn, tokensOut)
 }
 
 // DefaultAutoApproveLimit is the auto-approve threshold in major units.

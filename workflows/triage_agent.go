@@ -48,19 +48,13 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 	for turn := 1; ; turn++ {
 		if why := r.triageCap(turn, tokens); why != "" {
 			workflow.GetLogger(ctx).Warn("triage stopped by a cap", "cap", why)
-			metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": "cap"})
-			reason := "triage stopped: " + why
-			return activities.Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}, nil
-		}
-		opts := modelLocal
-		if r.unrecorded {
-			opts = modelRemote
+			return toHuman(ctx, "cap", activities.ReviewTriage("triage stopped: "+why)), nil
 		}
 		before := r.unrecorded
 		in := activities.TurnInput{Key: step.Sub(fmt.Sprintf("turn%d", turn)), Claim: r.claim, Turn: turn,
-			Final: turn == r.caps.MaxTriageTurns, Conversation: conv, ToolResults: results, Price: activities.Price(r.price)}
+			Final: turn == r.caps.MaxTriageTurns, Conversation: conv, ToolResults: results, Price: r.price}
 		var res activities.TurnResult
-		if err := r.exec(ctx, opts, a.TriageTurn, in, &res); err != nil {
+		if err := r.exec(ctx, modelLocal, a.TriageTurn, in, &res); err != nil {
 			return activities.Triage{}, err
 		}
 		if res.Deterministic {
@@ -70,28 +64,23 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 		tokens += res.Usage.TokensIn + res.Usage.TokensOut
 		conv = res.Conversation
 		if res.Triage != nil {
-			if res.Triage.NeedsReview {
-				metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": "model"})
-			}
-			return *res.Triage, nil
+			return toHuman(ctx, "model", *res.Triage), nil
 		}
 		if len(res.ToolCalls) == 0 {
-			metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": "model"})
-			reason := fmt.Sprintf("triage turn %d neither answered nor asked for a tool", turn)
-			return activities.Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}, nil
+			return toHuman(ctx, "model", activities.ReviewTriage(fmt.Sprintf("triage turn %d neither answered nor asked for a tool", turn))), nil
 		}
-		results = results[:0:0]
+		results = nil
 		seen := map[string]int{}
 		for i, call := range res.ToolCalls {
-			seen[call.Name]++
-			key := in.Key.Sub(call.Name)
-			if n := seen[call.Name]; n > 1 {
-				key = in.Key.Sub(fmt.Sprintf("%s.%d", call.Name, n))
-			}
 			if i >= activities.MaxToolCallsPerTurn {
 				results = append(results, activities.ToolResult{CallID: call.ID, Name: call.Name, IsError: true,
 					Content: fmt.Sprintf(`{"error":"at most %d tool calls per turn"}`, activities.MaxToolCallsPerTurn)})
 				continue
+			}
+			seen[call.Name]++
+			key := in.Key.Sub(call.Name)
+			if n := seen[call.Name]; n > 1 {
+				key = in.Key.Sub(fmt.Sprintf("%s.%d", call.Name, n))
 			}
 			var out activities.ToolResult
 			if err := r.exec(ctx, toolStep, a.CallTool, activities.ToolInput{Key: key, Scope: activities.ScopeOf(r.claim), Call: call}, &out); err != nil {
@@ -101,6 +90,15 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 			results = append(results, out)
 		}
 	}
+}
+
+// toHuman counts a triage that hands the claim to a human, by cause, and
+// returns it.
+func toHuman(ctx workflow.Context, cause string, t activities.Triage) activities.Triage {
+	if t.NeedsReview {
+		metrics.Count(ctx, metrics.TriageReviews, map[string]string{"cause": cause})
+	}
+	return t
 }
 
 // triageCap names the cap that stops the loop before turn, if one does.

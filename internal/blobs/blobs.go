@@ -114,14 +114,7 @@ func (s *Store) PutFile(ctx context.Context, key, path string) (Ref, error) {
 
 // Verify reads the object a reference names and checks its size and hash.
 func (s *Store) Verify(ctx context.Context, ref Ref) error {
-	key, ok := s.Key(ref.URI)
-	if !ok {
-		return fmt.Errorf("%s is not in this blob store (%s)", ref.URI, redact(s.base))
-	}
-	r, err := s.bucket.NewReader(ctx, key, nil)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return fmt.Errorf("%s: %w", ref.URI, os.ErrNotExist)
-	}
+	r, err := s.open(ctx, ref.URI)
 	if err != nil {
 		return err
 	}
@@ -135,6 +128,19 @@ func (s *Store) Verify(ctx context.Context, ref Ref) error {
 		return fmt.Errorf("%s changed: %d bytes sha256 %s, want %d bytes sha256 %s", ref.URI, n, got[:12], ref.Size, ref.SHA256[:min(12, len(ref.SHA256))])
 	}
 	return nil
+}
+
+// open reads the object at uri; one not stored is os.ErrNotExist.
+func (s *Store) open(ctx context.Context, uri string) (*blob.Reader, error) {
+	key, ok := s.Key(uri)
+	if !ok {
+		return nil, fmt.Errorf("%s is not in this blob store (%s)", uri, redact(s.base))
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%s: %w", uri, os.ErrNotExist)
+	}
+	return r, err
 }
 
 // Key maps a URI of this store back to its key.
@@ -155,14 +161,7 @@ func redact(u string) string {
 // Get reads the object a reference names, at most max bytes of it, and
 // checks its hash when it read the whole object.
 func (s *Store) Get(ctx context.Context, ref Ref, max int64) ([]byte, error) {
-	key, ok := s.Key(ref.URI)
-	if !ok {
-		return nil, fmt.Errorf("%s is not in this blob store (%s)", ref.URI, redact(s.base))
-	}
-	r, err := s.bucket.NewReader(ctx, key, nil)
-	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil, fmt.Errorf("%s: %w", ref.URI, os.ErrNotExist)
-	}
+	r, err := s.open(ctx, ref.URI)
 	if err != nil {
 		return nil, err
 	}

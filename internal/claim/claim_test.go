@@ -103,6 +103,11 @@ func TestAmounts(t *testing.T) {
 func TestStepKey(t *testing.T) {
 	assert.Equal(t, IdempotencyKey("claim-0042:step6"), StepKey("claim-0042", StepPay))
 	assert.Equal(t, IdempotencyKey("claim-0042:step5:escalate"), StepKey("claim-0042", StepApproval).Sub("escalate"))
+	step2 := StepKey("claim-0042", StepTriage)
+	assert.True(t, step2.Within(step2))
+	assert.True(t, step2.Sub("turn1").Sub("lookup_policy").Within(step2))
+	assert.False(t, StepKey("claim-0042", 20).Within(step2), "step20 is not within step2")
+	assert.False(t, StepKey("claim-00420", StepTriage).Within(step2))
 	assert.Equal(t, "pay", StepPay.String())
 
 	long := strings.Repeat("x", 300)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+	"strings"
 )
 
 // Step numbers the nine steps of a claim run (DESIGN.md).
@@ -47,6 +48,12 @@ func StepKey(workflowID string, step Step) IdempotencyKey {
 // e-mail within step 5, say): "<key>:<part>".
 func (k IdempotencyKey) Sub(part string) IdempotencyKey {
 	return shorten(string(k) + ":" + part)
+}
+
+// Within reports whether k is the key parent or a key derived from it with
+// Sub: "claim-0042:step2:turn1" is within "claim-0042:step2".
+func (k IdempotencyKey) Within(parent IdempotencyKey) bool {
+	return k == parent || strings.HasPrefix(string(k), string(parent)+":")
 }
 
 // Valid reports whether k could have come from StepKey: non-empty and short

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,19 @@ func Duration(name string, def time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
 	}
 	return d, nil
+}
+
+// Int reads a whole number.
+func Int(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: want a whole number", name, v)
+	}
+	return n, nil
 }
 
 // Logger builds the process logger from LOG_LEVEL (debug, info, warn, error)

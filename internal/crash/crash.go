@@ -55,8 +55,10 @@ func (p Point) key() claim.IdempotencyKey {
 // matches says whether the point fires at key: its own key, or, without a
 // Sub, any activity within its step.
 func (p Point) matches(key claim.IdempotencyKey) bool {
-	k := p.key()
-	return key == k || (p.Sub == "" && strings.HasPrefix(string(key), string(k)+":"))
+	if p.Sub != "" {
+		return key == p.key()
+	}
+	return key.Within(p.key())
 }
 
 // Parse reads "claim-0042:7,claim-0043:6:after-effect,claim-0044:2/turn2".

@@ -122,7 +122,7 @@ func (w *world) modelCalls(id string) map[claim.Step]int {
 	out := map[claim.Step]int{}
 	for _, c := range calls {
 		for _, step := range []claim.Step{claim.StepTriage, claim.StepAssess} {
-			if k := string(claim.StepKey(id, step)); string(c.Key) == k || strings.HasPrefix(string(c.Key), k+":") {
+			if c.Key.Within(claim.StepKey(id, step)) {
 				out[step]++
 			}
 		}

@@ -25,17 +25,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/modelsim"
 )
 
 func main() {
-	env := func(k, def string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-		return def
-	}
-	addr := flag.String("addr", env("MODELSIM_ADDR", "localhost:12112"), "listen address")
+	addr := flag.String("addr", config.Get("MODELSIM_ADDR", "localhost:12112"), "listen address")
 	key := flag.String("api-key", os.Getenv("MODELSIM_API_KEY"), "the only bearer key accepted (empty: any)")
 	faults := flag.String("faults", os.Getenv("MODELSIM_FAULTS"), "faults for the first calls, comma-separated")
 	flag.Parse()
