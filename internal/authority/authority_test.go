@@ -8,8 +8,9 @@ import (
 )
 
 func TestSampleDirectory(t *testing.T) {
-	d, err := Load("")
+	b, err := Load("")
 	require.NoError(t, err)
+	d := b.Approvers
 	a, ok := d.Find("adjuster-17")
 	require.True(t, ok)
 	assert.Equal(t, Adjuster, a.Role)

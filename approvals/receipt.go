@@ -1,0 +1,242 @@
+package approvals
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
+)
+
+// A decision receipt is a compact JWS (EdDSA over Ed25519) that proves who
+// decided what about which request. The approver is whoever the receipt
+// proves, never a name typed into a signal: a receipt is signed by the
+// approver's own key (sub must be that approver) or by a service key the
+// directory lets vouch for any approver (the adjuster inbox).
+//
+//	header  {"alg":"EdDSA","kid":"adjuster-17-…","typ":"dc-receipt+jwt"}
+//	payload {"aud":"durableclaims","sub":"adjuster-17","claim_id":"claim-0042",
+//	         "request_sha256":"<64 hex>","verdict":"approve","amount_minor":150000,
+//	         "reason":"…","note":"…","iat":…,"exp":…,"jti":"…"}
+//
+// Verification is pure (signature, claims, the workflow's own clock), so it
+// runs in workflow code: the keys are the directory snapshot recorded in
+// history when the approval opened.
+
+// ReceiptType is the JWS "typ" of a decision receipt, so no other token a
+// key might sign passes for one.
+const ReceiptType = "dc-receipt+jwt"
+
+// ReceiptAudience is the receipt's "aud".
+const ReceiptAudience = "durableclaims"
+
+// DefaultReceiptTTL is how long a receipt issued by claimsctl or the inbox
+// stays valid.
+const DefaultReceiptTTL = 15 * time.Minute
+
+// Limits on what a decision may carry: a flood of large decisions must not
+// grow a workflow's state without bound.
+const (
+	MaxReceiptBytes = 4 << 10
+	MaxTextBytes    = 1 << 10 // reason, note
+)
+
+// Receipt is the signed content of a decision receipt.
+type Receipt struct {
+	Audience      string  `json:"aud"`
+	Subject       string  `json:"sub"`
+	ClaimID       string  `json:"claim_id"`
+	RequestSHA256 string  `json:"request_sha256"`
+	Verdict       Verdict `json:"verdict"`
+	// AmountMinor, when set on an approval, is a lower payout than the
+	// request's: the approver approves this much and no more.
+	AmountMinor int64  `json:"amount_minor,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	Note        string `json:"note,omitempty"`
+	IssuedAt    int64  `json:"iat"`
+	Expiry      int64  `json:"exp"`
+	ID          string `json:"jti"`
+}
+
+// NewReceipt fills a receipt's audience, times and unique ID, valid for ttl
+// from now.
+func NewReceipt(r Receipt, now time.Time, ttl time.Duration) (Receipt, error) {
+	var id [16]byte
+	if _, err := io.ReadFull(rand.Reader, id[:]); err != nil {
+		return Receipt{}, err
+	}
+	r.Audience, r.ID = ReceiptAudience, hex.EncodeToString(id[:])
+	r.IssuedAt, r.Expiry = now.Unix(), now.Add(ttl).Unix()
+	return r, nil
+}
+
+// Sign signs a receipt with a private key file's key.
+func Sign(key authority.KeyFile, r Receipt) (string, error) {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.EdDSA, Key: key.Key},
+		(&jose.SignerOptions{}).WithType(ReceiptType))
+	if err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(r)
+	if err != nil {
+		return "", err
+	}
+	jws, err := signer.Sign(payload)
+	if err != nil {
+		return "", err
+	}
+	return jws.CompactSerialize()
+}
+
+// Refusal codes: stable names for why a decision was refused, for the
+// audit trail and for alerts.
+const (
+	CodeUnsigned       = "unsigned"
+	CodeMalformed      = "malformed"
+	CodeUnknownKey     = "unknown-key"
+	CodeBadSignature   = "bad-signature"
+	CodeExpired        = "expired"
+	CodeNotYetValid    = "not-yet-valid"
+	CodeTooLongLived   = "too-long-lived"
+	CodeReplayed       = "replayed"
+	CodeOtherClaim     = "other-claim"
+	CodeStaleHash      = "stale-hash"
+	CodeWrongVerdict   = "wrong-verdict"
+	CodeNotVouched     = "not-vouched"
+	CodeNotWaiting     = "not-waiting"
+	CodeUnknown        = "unknown-approver"
+	CodeSelfApproval   = "self-approval"
+	CodeAmender        = "amended-by-approver"
+	CodeNeedSupervisor = "needs-supervisor"
+	CodeOverLimit      = "over-limit"
+	CodeNeedsReason    = "needs-reason"
+	CodeBadAmount      = "bad-amount"
+	CodeTooLarge       = "too-large"
+	CodeSameApprover   = "same-approver"
+)
+
+// Refusal is why a decision was refused: a code and a sentence.
+type Refusal struct {
+	Code string
+	Msg  string
+}
+
+func (r *Refusal) Error() string { return r.Msg }
+
+func refuse(code, format string, args ...any) *Refusal {
+	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// RefusalCode is the code of a refusal error, or "" for another error.
+func RefusalCode(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return ""
+}
+
+// Clock skew allowed between the signer's clock and the workflow's.
+const receiptLeeway = 30 * time.Second
+
+var (
+	jtiPattern  = regexp.MustCompile(`^[A-Za-z0-9._-]{8,128}$`)
+	fullHash    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	receiptAlgs = []jose.SignatureAlgorithm{jose.EdDSA}
+)
+
+// Verified is a receipt whose signature and times checked out, with the
+// key that signed it.
+type Verified struct {
+	Receipt Receipt
+	Signer  authority.Signer
+}
+
+// VerifyReceipt checks a receipt's signature against the directory's keys
+// and its times against now (the workflow's clock), and that it is well
+// formed. What the receipt is for (this claim, this request, this approver's
+// authority, a fresh jti) is the Gate's to check.
+func VerifyReceipt(token string, book authority.Book, now time.Time, maxTTL time.Duration) (Verified, error) {
+	if len(token) > MaxReceiptBytes {
+		return Verified{}, refuse(CodeTooLarge, "receipt is %d bytes, more than %d", len(token), MaxReceiptBytes)
+	}
+	jws, err := jose.ParseSignedCompact(token, receiptAlgs)
+	if err != nil {
+		return Verified{}, refuse(CodeMalformed, "receipt is not a compact EdDSA JWS: %v", err)
+	}
+	if len(jws.Signatures) != 1 {
+		return Verified{}, refuse(CodeMalformed, "receipt has %d signatures, want 1", len(jws.Signatures))
+	}
+	h := jws.Signatures[0].Protected
+	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != ReceiptType {
+		return Verified{}, refuse(CodeMalformed, "receipt typ is %q, want %q", typ, ReceiptType)
+	}
+	signer, ok := book.Signer(h.KeyID)
+	if !ok {
+		return Verified{}, refuse(CodeUnknownKey, "receipt is signed by key %q, which the approver directory does not list", trim(h.KeyID))
+	}
+	payload, err := jws.Verify(ed25519.PublicKey(signer.Key.PublicKey))
+	if err != nil {
+		return Verified{}, refuse(CodeBadSignature, "receipt signature does not verify with key %s", signer.Key.ID)
+	}
+	var r Receipt
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Verified{}, refuse(CodeMalformed, "receipt payload: %v", err)
+	}
+	switch {
+	case r.Audience != ReceiptAudience:
+		return Verified{}, refuse(CodeMalformed, "receipt aud is %q, want %q", trim(r.Audience), ReceiptAudience)
+	case r.Subject == "":
+		return Verified{}, refuse(CodeMalformed, "receipt names no approver (sub)")
+	case !jtiPattern.MatchString(r.ID):
+		return Verified{}, refuse(CodeMalformed, "receipt jti must be 8 to 128 letters, digits, '.', '_' or '-'")
+	case !fullHash.MatchString(r.RequestSHA256):
+		return Verified{}, refuse(CodeMalformed, "receipt request_sha256 must be the full 64 lowercase hex digits of the request shown")
+	case r.Verdict != Approve && r.Verdict != Reject:
+		return Verified{}, refuse(CodeMalformed, "receipt verdict must be %q or %q", Approve, Reject)
+	case len(r.Reason) > MaxTextBytes || len(r.Note) > MaxTextBytes:
+		return Verified{}, refuse(CodeTooLarge, "receipt reason and note may be at most %d bytes each", MaxTextBytes)
+	case signer.Approver != "" && signer.Approver != r.Subject:
+		return Verified{}, refuse(CodeNotVouched, "receipt for %s is signed with %s's own key %s: an approver's key signs only their own decisions",
+			trim(r.Subject), signer.Approver, signer.Key.ID)
+	}
+	iat, exp := time.Unix(r.IssuedAt, 0), time.Unix(r.Expiry, 0)
+	switch {
+	case r.IssuedAt <= 0 || r.Expiry <= r.IssuedAt:
+		return Verified{}, refuse(CodeMalformed, "receipt needs iat and a later exp")
+	case exp.Sub(iat) > maxTTL:
+		return Verified{}, refuse(CodeTooLongLived, "receipt is valid for %s, longer than the policy's %s", exp.Sub(iat), maxTTL)
+	case now.Add(receiptLeeway).Before(iat):
+		return Verified{}, refuse(CodeNotYetValid, "receipt was issued at %s, in the future", iat.UTC().Format(time.RFC3339))
+	case !now.Before(exp.Add(receiptLeeway)):
+		return Verified{}, refuse(CodeExpired, "receipt expired at %s", exp.UTC().Format(time.RFC3339))
+	}
+	return Verified{Receipt: r, Signer: signer}, nil
+}
+
+// PeekReceipt reads what a receipt claims without verifying it: for
+// recording a refused attempt, never for deciding anything.
+func PeekReceipt(token string) (kid string, r Receipt, ok bool) {
+	if len(token) > MaxReceiptBytes {
+		return "", r, false
+	}
+	jws, err := jose.ParseSignedCompact(token, receiptAlgs)
+	if err != nil || len(jws.Signatures) != 1 {
+		return "", r, false
+	}
+	if json.Unmarshal(jws.UnsafePayloadWithoutVerification(), &r) != nil {
+		return jws.Signatures[0].Protected.KeyID, Receipt{}, false
+	}
+	return jws.Signatures[0].Protected.KeyID, r, true
+}
