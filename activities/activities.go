@@ -19,6 +19,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -35,9 +36,13 @@ type Activities struct {
 	// TranscriptInlineMax is the largest model transcript kept in history
 	// (default DefaultTranscriptInlineMax).
 	TranscriptInlineMax int
-	// ApproversFile is the approver directory (empty: the sample); it is
-	// read on every approval so a changed file applies to the next one.
+	// ApproversFile is the approver directory with its keys (empty: the
+	// sample, which has none); it is read on every approval so a changed
+	// file (a new key, a revoked one) applies to the next one.
 	ApproversFile string
+	// Rules is the insurer's policy: intake records it in each run's
+	// history.
+	Rules insurer.Rules
 	// From is the sender of claimant e-mail; Adjusters receives approval
 	// reminders and Supervisors escalations.
 	From, Adjusters, Supervisors string

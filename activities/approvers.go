@@ -13,10 +13,12 @@ type OpenApprovalInput struct {
 }
 
 // OpenApprovalResult is the approver directory as it stands when the
-// approval opens: recorded in history, it is what the workflow checks
-// every decision against.
+// approval opens, keys included: recorded in history, it is what the
+// workflow checks every decision and every receipt's signature against.
 type OpenApprovalResult struct {
 	Approvers authority.Directory `json:"approvers"`
+	// Services are the keys allowed to vouch for any approver.
+	Services []authority.Service `json:"services,omitempty"`
 	Meta
 }
 
@@ -30,5 +32,5 @@ func (a *Activities) OpenApproval(ctx context.Context, in OpenApprovalInput) (Op
 		return OpenApprovalResult{}, err
 	}
 	a.fault(ctx, point, AfterEffect)
-	return OpenApprovalResult{Approvers: d, Meta: meta(ctx)}, nil
+	return OpenApprovalResult{Approvers: d.Approvers, Services: d.Services, Meta: meta(ctx)}, nil
 }

@@ -4,33 +4,54 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
-// LoadClaimInput is step 1's input: the claim as it was started.
+// LoadClaimInput is step 1's input: the claim as it was started. After an
+// approval, Keys are the key IDs that signed it: intake says which of them
+// the approver directory no longer lists (revoked since they signed).
 type LoadClaimInput struct {
 	Claim claim.Claim `json:"claim"`
+	Keys  []string    `json:"keys,omitempty"`
 }
 
 // LoadClaimResult is the claim as the system of record holds it, with its
-// policy (nil when the policy is unknown).
+// policy (nil when the policy is unknown), who amended it, and the
+// insurer's rules the worker holds: recorded in history, they are what the
+// run works by.
 type LoadClaimResult struct {
 	Claim   claim.Claim   `json:"claim"`
 	Status  string        `json:"status"`
 	Version int64         `json:"version"`
 	Policy  *claim.Policy `json:"policy,omitempty"`
+	// AmendedBy lists who amended the claim: none of them may approve it.
+	AmendedBy []string       `json:"amended_by,omitempty"`
+	Rules     *insurer.Rules `json:"rules,omitempty"`
+	// Revoked lists the input's Keys the directory no longer lists.
+	Revoked []string `json:"revoked,omitempty"`
 	Meta
 }
 
-// LoadClaim is step 1: read the claim from the system of record (registering
-// it first if it was started without the starter) and its policy. The record
-// wins over the input: it may have been amended since the start.
+// ErrNotRegistered is the error type of a claim the system of record does
+// not hold: it is refused, never registered by the run that names it.
+const ErrNotRegistered = "ClaimNotRegistered"
+
+// LoadClaim is step 1: read the claim from the system of record and its
+// policy. The system of record decides what exists: a claim it does not
+// hold is refused (the starter, or an intake API, registers claims; a
+// workflow started by hand does not). The record wins over the input: it
+// may have been amended since the start.
 func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClaimResult, error) {
 	if err := in.Claim.Validate(); err != nil {
 		return LoadClaimResult{}, invalid("%v", err)
@@ -39,7 +60,9 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	a.fault(ctx, point, BeforeEffect)
 	rec, err := a.Store.GetClaim(ctx, in.Claim.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		rec, _, err = a.Store.PutClaim(ctx, in.Claim)
+		return LoadClaimResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("claim %s is not registered in the claims system of record: register it with the starter; nothing was done", in.Claim.ID),
+			ErrNotRegistered, nil)
 	}
 	if err != nil {
 		return LoadClaimResult{}, err
@@ -48,7 +71,19 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 		return LoadClaimResult{}, err
 	}
 	a.fault(ctx, point, AfterEffect)
-	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, Meta: meta(ctx)}
+	rules := a.Rules
+	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, AmendedBy: rec.AmendedBy, Rules: &rules, Meta: meta(ctx)}
+	if len(in.Keys) > 0 {
+		book, err := authority.Load(a.ApproversFile)
+		if err != nil {
+			return LoadClaimResult{}, err // retryable: fixing the file lets the claim carry on
+		}
+		for _, kid := range in.Keys {
+			if _, ok := book.Signer(kid); !ok {
+				res.Revoked = append(res.Revoked, kid)
+			}
+		}
+	}
 	if p, ok := a.Policies[rec.Claim.PolicyID]; ok {
 		res.Policy = &p
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/store"
 )
 
 // run executes one activity method with a real activity context.
@@ -79,14 +81,37 @@ func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	assert.Equal(t, 2, msgs[0].Attempts, "sent twice (the crash window), recorded once")
 }
 
-func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
+func register(t *testing.T, a *Activities, c claim.Claim) {
+	t.Helper()
+	_, _, err := a.Store.PutClaim(context.Background(), c)
+	require.NoError(t, err)
+}
+
+// The system of record decides what exists: intake refuses a claim it does
+// not hold, and registers nothing.
+func TestLoadRefusesUnregisteredClaims(t *testing.T) {
 	a := newActivities(t, nil)
 	c := sampleClaim(t)
+	_, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	assert.Equal(t, ErrNotRegistered, appErrType(err))
+	assert.True(t, nonRetryableErr(err))
+	_, err = a.Store.GetClaim(context.Background(), c.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound, "nothing registered")
+}
+
+func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
+	a := newActivities(t, nil)
+	a.Rules = insurer.Defaults()
+	a.Rules.AutoApproveLimit = "750"
+	c := sampleClaim(t)
+	register(t, a, c)
 	loaded, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
 	require.NoError(t, err)
 	assert.Equal(t, "open", loaded.Status)
 	require.NotNil(t, loaded.Policy)
 	assert.Equal(t, "pol-1001", loaded.Policy.ID)
+	require.NotNil(t, loaded.Rules, "the worker's policy is recorded with intake")
+	assert.Equal(t, "750", loaded.Rules.AutoApproveLimit)
 
 	close := CloseInput{Key: "claim-0042:step8", ClaimID: c.ID, Outcome: "paid", TransferID: "tr_1", PayoutMinor: 184000}
 	r, err := run[CloseResult](t, a, a.CloseClaim, close)
@@ -118,6 +143,7 @@ func TestLoadRefusesInvalidClaimsAndKnowsUnknownPolicies(t *testing.T) {
 	a := newActivities(t, nil)
 	c := sampleClaim(t)
 	c.PolicyID = "pol-0000"
+	register(t, a, c)
 	res, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
 	require.NoError(t, err)
 	assert.Nil(t, res.Policy)

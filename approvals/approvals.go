@@ -75,21 +75,29 @@ func (r Request) SHA256() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Input is the payload of the approve and reject signals:
+// Input is the payload of the approve and reject signals: a signed decision
+// receipt, {"receipt":"eyJ…"} (see Receipt; `claimsctl receipt` issues one).
+//
+// The other fields are the plain form that runs started before receipts
+// were decided by, and that a worker with the development switch
+// (ALLOW_UNSIGNED_DECISIONS) still accepts, audited as unauthenticated:
 // {"approver":"adjuster-17","note":"…"} / {"approver":"adjuster-17","reason":"…"},
 // optionally with "payload_sha256" (the full hash or its first 12 hex digits).
 type Input struct {
-	Approver      string `json:"approver"`
+	Receipt       string `json:"receipt,omitempty"`
+	Approver      string `json:"approver,omitempty"`
 	Note          string `json:"note,omitempty"`
 	Reason        string `json:"reason,omitempty"`
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 }
 
-// DecideInput is the payload of the decide update:
+// DecideInput is the payload of the decide update: {"receipt":"eyJ…"}, the
+// verdict being the receipt's. The plain form is
 // {"approver":"adjuster-17","decision":"approve"|"reject","reason":"…","payload_sha256":"…"}.
 type DecideInput struct {
-	Approver      string  `json:"approver"`
-	Decision      Verdict `json:"decision"`
+	Receipt       string  `json:"receipt,omitempty"`
+	Approver      string  `json:"approver,omitempty"`
+	Decision      Verdict `json:"decision,omitempty"`
 	Reason        string  `json:"reason,omitempty"`
 	Note          string  `json:"note,omitempty"`
 	PayloadSHA256 string  `json:"payload_sha256,omitempty"`
@@ -97,7 +105,7 @@ type DecideInput struct {
 
 // Input is the decision's common part.
 func (d DecideInput) Input() Input {
-	return Input{Approver: d.Approver, Note: d.Note, Reason: d.Reason, PayloadSHA256: d.PayloadSHA256}
+	return Input{Receipt: d.Receipt, Approver: d.Approver, Note: d.Note, Reason: d.Reason, PayloadSHA256: d.PayloadSHA256}
 }
 
 // Decision is an accepted decision, with the request the approver was shown.
@@ -115,9 +123,32 @@ type Decision struct {
 	// HashBound is true when the decision cited the request's hash; a
 	// decision without one is accepted from the CLI, and the audit says so.
 	HashBound bool `json:"hash_bound"`
+	// AmountMinor is the payout the decision approves: the request's, or
+	// less when the approver lowered it. Approved is then the request as
+	// approved (the lower amount, the approver's reason) and ApprovedSHA256
+	// its hash.
+	AmountMinor    int64    `json:"amount_minor,omitempty"`
+	Approved       *Request `json:"approved,omitempty"`
+	ApprovedSHA256 string   `json:"approved_sha256,omitempty"`
+	// Proof says what proved the approver: ProofReceipt (a signed receipt,
+	// kept in Receipt so anyone can verify it again), ProofUnauthenticated
+	// (a plain decision accepted under the development switch), or empty
+	// for runs started before receipts.
+	Proof     string `json:"proof,omitempty"`
+	KeyID     string `json:"kid,omitempty"`
+	VouchedBy string `json:"vouched_by,omitempty"`
+	ReceiptID string `json:"jti,omitempty"`
+	Receipt   string `json:"receipt,omitempty"`
 }
 
+// Proofs of a decision.
+const (
+	ProofReceipt         = "receipt"
+	ProofUnauthenticated = "unauthenticated"
+)
+
 // Attempt is one decision attempt, accepted or refused: the audit trail.
+// For a refused attempt, Approver is who it claimed to be.
 type Attempt struct {
 	At            time.Time `json:"at"`
 	Channel       string    `json:"channel"`
@@ -127,9 +158,13 @@ type Attempt struct {
 	Decision      Verdict   `json:"decision,omitempty"`
 	Reason        string    `json:"reason,omitempty"`
 	PayloadSHA256 string    `json:"payload_sha256,omitempty"`
+	KeyID         string    `json:"kid,omitempty"`
+	ReceiptID     string    `json:"jti,omitempty"`
 	Accepted      bool      `json:"accepted"`
-	Refusal       string    `json:"refusal,omitempty"`
-	// Payload is the raw payload, cut to 256 bytes, for refused attempts.
+	// Code is the refusal's stable name (unsigned, unknown-key, expired…).
+	Code    string `json:"code,omitempty"`
+	Refusal string `json:"refusal,omitempty"`
+	// Payload is the raw payload, cut to 128 bytes, for refused attempts.
 	Payload string `json:"payload,omitempty"`
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,24 @@ type Approval struct {
 	// Voided says why an accepted approval no longer holds (the claim
 	// changed while it waited).
 	Voided string `json:"voided,omitempty"`
+	// Quorum is how many approvers must agree: 2 above the four-eyes
+	// threshold. Votes are the approvals accepted so far; the wait goes on
+	// until Quorum of them agree (a rejection ends it at once).
+	Quorum int        `json:"quorum,omitempty"`
+	Votes  []Decision `json:"votes,omitempty"`
 	open   bool
+}
+
+// PayoutMinor is what the approval lets the run pay: the least amount any
+// of its approvers approved (an approver may lower it, never raise it).
+func (a *Approval) PayoutMinor() int64 {
+	amount := a.Request.AmountMinor
+	for _, v := range a.Votes {
+		if v.AmountMinor > 0 && v.AmountMinor < amount {
+			amount = v.AmountMinor
+		}
+	}
+	return amount
 }
 
 // Wait is what Await needs to know.
@@ -46,6 +64,28 @@ type Wait struct {
 	Self []string
 	// NotAfter, if set, ends the wait (Capped) even before its deadlines.
 	NotAfter time.Time
+	// Excluded lists approvers who may not decide this request: whoever
+	// amended the claim does not approve it.
+	Excluded []string
+	// Trust is how decisions are proven: signed receipts. Nil keeps the
+	// rules of runs started before receipts (a plain approver name).
+	Trust *Trust
+}
+
+// Trust is what proves a decision, recorded with the wait so that a
+// replay checks every receipt as the run did.
+type Trust struct {
+	// Services are the keys allowed to vouch for any approver; approvers'
+	// own keys are in the directory.
+	Services []authority.Service
+	// ReceiptMaxTTL is the longest life a receipt may have.
+	ReceiptMaxTTL time.Duration
+	// AllowUnsigned is the development switch: a plain decision is
+	// accepted and audited as unauthenticated.
+	AllowUnsigned bool
+	// FourEyesAboveMinor: a request above this amount needs two approvers
+	// (0: never).
+	FourEyesAboveMinor int64
 }
 
 // Hooks let the workflow act on a wait's transitions.
@@ -67,16 +107,22 @@ type Gate struct {
 	past     []*Approval
 	wait     Wait
 	attempts []Attempt
+	refused  int
 	dropped  int
+	// used holds the jti of every receipt accepted: each is accepted once.
+	used map[string]bool
 }
 
-// maxAttempts bounds what a flood of bad signals can add to workflow state.
-const maxAttempts = 100
+// maxRefused bounds how many refused attempts the trail keeps in full: a
+// flood of bad signals cannot grow the workflow's state, its result or its
+// audit record past a few tens of KiB. Later ones are counted (Dropped).
+// Accepted attempts are always kept; there are at most a few per approval.
+const maxRefused = 32
 
 // Listen starts the gate: the approve and reject signals and the decide
 // update. Call it once, at the start of the workflow.
 func Listen(ctx workflow.Context) (*Gate, error) {
-	g := &Gate{}
+	g := &Gate{used: map[string]bool{}}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, g.handleDecide, workflow.UpdateHandlerOptions{
 		Validator: g.validateDecide,
 	})
@@ -108,7 +154,7 @@ func (g *Gate) All() []*Approval { return g.past }
 // the worker records those in the claims store.)
 func (g *Gate) Attempts() []Attempt { return g.attempts }
 
-// Dropped counts attempts beyond the trail's bound (still refused).
+// Dropped counts refused attempts beyond the trail's bound (still refused).
 func (g *Gate) Dropped() int { return g.dropped }
 
 // receive takes the payload raw, so that no payload, however malformed, is
@@ -119,28 +165,45 @@ func (g *Gate) receive(ctx workflow.Context, c workflow.ReceiveChannel, name str
 	in, shown, err := parse(raw)
 	at := Attempt{Channel: "signal", Name: name, Decision: v}
 	if err != nil {
-		at.At, at.Refusal, at.Payload = workflow.Now(ctx).UTC(), err.Error(), shown
+		at.At, at.Code, at.Refusal, at.Payload = workflow.Now(ctx).UTC(), CodeMalformed, trim(err.Error()), shown
 		g.record(at)
 		workflow.GetLogger(ctx).Warn("decision refused", "signal", name, "refusal", at.Refusal)
 		return
 	}
 	if _, err := g.decide(ctx, at, v, in); err != nil {
-		workflow.GetLogger(ctx).Warn("decision refused", "signal", name, "approver", in.Approver, "refusal", err.Error())
+		workflow.GetLogger(ctx).Warn("decision refused", "signal", name, "code", RefusalCode(err), "refusal", trim(err.Error()))
 	}
 }
 
-func (g *Gate) validateDecide(ctx workflow.Context, in DecideInput) error {
-	if in.Decision != Approve && in.Decision != Reject {
-		return fmt.Errorf("decision must be %q or %q", Approve, Reject)
+// verdictOf is the verdict a decide update asks for: the receipt's when
+// it carries one (the update's own field may then only repeat it).
+func (in DecideInput) verdict() (Verdict, error) {
+	switch {
+	case in.Decision == Approve || in.Decision == Reject:
+		return in.Decision, nil
+	case in.Decision == "" && in.Receipt != "":
+		return "", nil
 	}
-	_, err := g.Check(in.Decision, in.Input())
+	return "", refuse(CodeMalformed, "decision must be %q or %q", Approve, Reject)
+}
+
+func (g *Gate) validateDecide(ctx workflow.Context, in DecideInput) error {
+	v, err := in.verdict()
+	if err != nil {
+		return err
+	}
+	_, err = g.check(v, in.Input(), workflow.Now(ctx))
 	return err
 }
 
 func (g *Gate) handleDecide(ctx workflow.Context, in DecideInput) (Decision, error) {
 	// Re-checked: another decision may have landed between validation and
 	// this handler.
-	d, err := g.decide(ctx, Attempt{Channel: "update", Name: UpdateDecide, Decision: in.Decision}, in.Decision, in.Input())
+	v, err := in.verdict()
+	if err != nil {
+		return Decision{}, err
+	}
+	d, err := g.decide(ctx, Attempt{Channel: "update", Name: UpdateDecide, Decision: in.Decision}, v, in.Input())
 	if err != nil {
 		return Decision{}, err
 	}
@@ -148,10 +211,15 @@ func (g *Gate) handleDecide(ctx workflow.Context, in DecideInput) (Decision, err
 }
 
 func (g *Gate) record(at Attempt) {
-	if len(g.attempts) >= maxAttempts {
+	if at.Accepted {
+		g.attempts = append(g.attempts, at)
+		return
+	}
+	if g.refused >= maxRefused {
 		g.dropped++
 		return
 	}
+	g.refused++
 	g.attempts = append(g.attempts, at)
 }
 
@@ -164,7 +232,7 @@ func parse(raw converter.RawValue) (Input, string, error) {
 		return in, "", fmt.Errorf("empty payload: send JSON like {\"approver\":\"adjuster-17\"}")
 	}
 	data := p.GetData()
-	shown := string(data[:min(len(data), 256)])
+	shown := string(data[:min(len(data), maxShown)])
 	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
 		return in, shown, fmt.Errorf("payload encoding %q, want %s", enc, converter.MetadataEncodingJSON)
 	}
@@ -178,49 +246,166 @@ func parse(raw converter.RawValue) (Input, string, error) {
 
 var hashPattern = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
 
+// maxShown bounds the raw payload a refused attempt keeps.
+const maxShown = 128
+
+// candidate is a decision that passed the rules, ready to apply.
+type candidate struct {
+	approver  authority.Approver
+	verdict   Verdict
+	amount    int64 // the payout approved
+	reason    string
+	note      string
+	hashBound bool
+	proof     string
+	verified  *Verified
+	receipt   string
+}
+
 // Check applies the decision rules to an input against the current wait and
 // says who the approver is, or why the decision is refused. It is the one
 // rule book for signals, the update's validator and its handler.
-func (g *Gate) Check(v Verdict, in Input) (authority.Approver, error) {
+func (g *Gate) Check(v Verdict, in Input, now time.Time) (authority.Approver, error) {
+	c, err := g.check(v, in, now)
+	return c.approver, err
+}
+
+func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	a := g.current
-	var none authority.Approver
 	if a == nil || !a.open {
-		return none, fmt.Errorf("claim is not waiting for a decision")
+		return candidate{}, refuse(CodeNotWaiting, "claim is not waiting for a decision")
 	}
+	if g.wait.Trust == nil {
+		return g.checkPlain(v, in, ProofNone)
+	}
+	if len(in.Reason) > MaxTextBytes || len(in.Note) > MaxTextBytes || len(in.Approver) > authority.MaxIDLen {
+		return candidate{}, refuse(CodeTooLarge, "approver may be at most %d bytes, reason and note %d", authority.MaxIDLen, MaxTextBytes)
+	}
+	if in.Receipt == "" {
+		if !g.wait.Trust.AllowUnsigned {
+			return candidate{}, refuse(CodeUnsigned, "unsigned: a decision needs a signed receipt, {\"receipt\":\"…\"} (issue one with claimsctl receipt); a typed approver name proves nothing")
+		}
+		return g.checkPlain(v, in, ProofUnauthenticated)
+	}
+	if in.Approver != "" || in.Reason != "" || in.Note != "" || in.PayloadSHA256 != "" {
+		return candidate{}, refuse(CodeMalformed, "a decision with a receipt is what the receipt says: send {\"receipt\":\"…\"} alone")
+	}
+	ver, err := VerifyReceipt(in.Receipt, authority.Book{Approvers: g.wait.Approvers, Services: g.wait.Trust.Services}, now, g.wait.Trust.ReceiptMaxTTL)
+	if err != nil {
+		return candidate{}, err
+	}
+	r, req := ver.Receipt, a.Request
+	switch {
+	case r.ClaimID != req.ClaimID:
+		return candidate{}, refuse(CodeOtherClaim, "receipt is for claim %s, not %s", trim(r.ClaimID), req.ClaimID)
+	case v != "" && r.Verdict != v:
+		return candidate{}, refuse(CodeWrongVerdict, "receipt says %s; it cannot %s", r.Verdict, v)
+	case g.used[r.ID]:
+		return candidate{}, refuse(CodeReplayed, "receipt %s was already used: each receipt decides once", r.ID)
+	case r.RequestSHA256 != a.RequestSHA256:
+		return candidate{}, refuse(CodeStaleHash, "stale decision: the receipt is for request %s, the request awaiting decision is %s", r.RequestSHA256[:12], a.RequestSHA256[:12])
+	}
+	amount := req.AmountMinor
+	if r.AmountMinor != 0 {
+		switch {
+		case r.Verdict != Approve:
+			return candidate{}, refuse(CodeBadAmount, "only an approval may name an amount")
+		case r.AmountMinor < 0 || r.AmountMinor >= req.AmountMinor:
+			return candidate{}, refuse(CodeBadAmount, "an approved amount must be above 0 and below the request's %s", req.Amount)
+		case strings.TrimSpace(r.Reason) == "":
+			return candidate{}, refuse(CodeNeedsReason, "approving a lower amount needs a reason")
+		}
+		amount = r.AmountMinor
+	}
+	ap, ok := g.wait.Approvers.Find(r.Subject)
+	if !ok {
+		return candidate{}, refuse(CodeUnknown, "unknown approver %q", trim(r.Subject))
+	}
+	c := candidate{approver: ap, verdict: r.Verdict, amount: amount, reason: r.Reason, note: r.Note, hashBound: true,
+		proof: ProofReceipt, verified: &ver, receipt: in.Receipt}
+	return c, g.authorise(c)
+}
+
+// ProofNone marks decisions of runs started before receipts.
+const ProofNone = ""
+
+// checkPlain is the rule book for a plain decision (an approver name):
+// runs started before receipts, and the development switch.
+func (g *Gate) checkPlain(v Verdict, in Input, proof string) (candidate, error) {
+	a := g.current
 	if strings.TrimSpace(in.Approver) == "" {
-		return none, fmt.Errorf("approver is required")
+		return candidate{}, refuse(CodeMalformed, "approver is required")
 	}
 	ap, ok := g.wait.Approvers.Find(in.Approver)
 	if !ok {
-		return none, fmt.Errorf("unknown approver %q", trim(in.Approver))
+		return candidate{}, refuse(CodeUnknown, "unknown approver %q", trim(in.Approver))
 	}
+	c := candidate{approver: ap, verdict: v, amount: a.Request.AmountMinor, reason: in.Reason, note: in.Note,
+		hashBound: in.PayloadSHA256 != "", proof: proof}
+	if err := g.authorise(c); err != nil {
+		return c, err
+	}
+	switch {
+	case in.PayloadSHA256 != "" && !hashPattern.MatchString(in.PayloadSHA256):
+		return c, refuse(CodeMalformed, "payload_sha256 must be 12 to 64 lowercase hex digits")
+	case in.PayloadSHA256 != "" && !strings.HasPrefix(a.RequestSHA256, in.PayloadSHA256):
+		return c, refuse(CodeStaleHash, "stale decision: it cites request %s, the request awaiting decision is %s", trim(in.PayloadSHA256), a.RequestSHA256[:12])
+	}
+	return c, nil
+}
+
+// authorise applies the authority rules to a proven approver: nobody
+// decides their own claim or one they amended, escalated claims need a
+// supervisor, nobody approves beyond their limit, a rejection says why,
+// and above the four-eyes threshold two different approvers agree, one of
+// them a supervisor.
+func (g *Gate) authorise(c candidate) error {
+	a, ap := g.current, c.approver
 	for _, self := range g.wait.Self {
 		if self != "" && (strings.EqualFold(self, ap.Email) || strings.EqualFold(self, ap.ID)) {
-			return ap, fmt.Errorf("self-approval: %s is the claimant", ap.ID)
+			return refuse(CodeSelfApproval, "self-approval: %s is the claimant", ap.ID)
+		}
+	}
+	for _, x := range g.wait.Excluded {
+		if strings.EqualFold(x, ap.ID) || (ap.Email != "" && strings.EqualFold(x, ap.Email)) {
+			return refuse(CodeAmender, "%s amended this claim and may not decide it", ap.ID)
 		}
 	}
 	if a.Stage == StageEscalated && ap.Role != authority.Supervisor {
-		return ap, fmt.Errorf("the claim is escalated: a supervisor must decide, %s is an %s", ap.ID, ap.Role)
+		return refuse(CodeNeedSupervisor, "the claim is escalated: a supervisor must decide, %s is an %s", ap.ID, ap.Role)
 	}
 	req := a.Request
-	if limit, ok := ap.Limits[req.Currency]; !ok || limit < req.AmountMinor {
-		return ap, fmt.Errorf("over limit: %s may decide up to %s %s, the request is %s", ap.ID,
-			formatLimit(limit, ok, req.Currency), strings.ToUpper(req.Currency), req.Amount)
+	if limit, ok := ap.Limits[req.Currency]; !ok || limit < c.amount {
+		return refuse(CodeOverLimit, "over limit: %s may decide up to %s %s, the request is %s", ap.ID,
+			formatLimit(limit, ok, req.Currency), strings.ToUpper(req.Currency), claim.FormatAmount(c.amount, req.Currency))
 	}
-	switch {
-	case v == Reject && strings.TrimSpace(in.Reason) == "":
-		return ap, fmt.Errorf("a rejection needs a reason")
-	case in.PayloadSHA256 != "" && !hashPattern.MatchString(in.PayloadSHA256):
-		return ap, fmt.Errorf("payload_sha256 must be 12 to 64 lowercase hex digits")
-	case in.PayloadSHA256 != "" && !strings.HasPrefix(a.RequestSHA256, in.PayloadSHA256):
-		return ap, fmt.Errorf("stale decision: it cites request %s, the request awaiting decision is %s", trim(in.PayloadSHA256), a.RequestSHA256[:12])
+	if c.verdict == Reject && strings.TrimSpace(c.reason) == "" {
+		return refuse(CodeNeedsReason, "a rejection needs a reason")
 	}
-	return ap, nil
+	if c.verdict == Approve && a.Quorum > 1 {
+		for _, v := range a.Votes {
+			if v.Approver == ap.ID {
+				return refuse(CodeSameApprover, "four eyes: %s already approved; a second approver must agree", ap.ID)
+			}
+		}
+		if len(a.Votes)+1 >= a.Quorum && ap.Role != authority.Supervisor && !slices.ContainsFunc(a.Votes, func(v Decision) bool { return v.Role == string(authority.Supervisor) }) {
+			return refuse(CodeNeedSupervisor, "four eyes: one of the approvers must be a supervisor, and %s is an %s", ap.ID, ap.Role)
+		}
+	}
+	return nil
 }
 
 func trim(s string) string {
 	if len(s) > 64 {
-		return s[:64] + "…"
+		return strings.ToValidUTF8(s[:64], "") + "…"
+	}
+	return s
+}
+
+// trimText bounds free text kept in the trail.
+func trimText(s string) string {
+	if len(s) > 256 {
+		return strings.ToValidUTF8(s[:256], "") + "…"
 	}
 	return s
 }
@@ -234,22 +419,54 @@ func formatLimit(limit int64, ok bool, currency string) string {
 
 // decide checks and applies a decision, recording the attempt either way.
 func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*Decision, error) {
-	at.At, at.Approver, at.Reason, at.PayloadSHA256 = workflow.Now(ctx).UTC(), trim(in.Approver), in.Reason, in.PayloadSHA256
-	ap, err := g.Check(v, in)
-	at.Role = string(ap.Role)
+	now := workflow.Now(ctx).UTC()
+	at.At, at.Approver, at.Reason, at.PayloadSHA256 = now, trim(in.Approver), trimText(in.Reason), trim(in.PayloadSHA256)
+	if in.Receipt != "" {
+		kid, r, _ := PeekReceipt(in.Receipt) // what it claims, for the trail
+		at.Approver, at.KeyID, at.ReceiptID, at.Reason = trim(r.Subject), trim(kid), trim(r.ID), trimText(r.Reason)
+		if at.Decision == "" {
+			at.Decision = r.Verdict
+		}
+	}
+	c, err := g.check(v, in, now)
+	at.Role = string(c.approver.Role)
 	if err != nil {
-		at.Refusal = err.Error()
+		at.Code, at.Refusal = RefusalCode(err), trimText(err.Error())
 		g.record(at)
 		return nil, err
 	}
-	at.Accepted = true
+	at.Accepted, at.Decision = true, c.verdict
 	g.record(at)
 	a := g.current
-	a.Decision = &Decision{Verdict: v, Approver: in.Approver, Role: string(ap.Role), Note: in.Note, Reason: in.Reason,
-		Channel: at.Channel, Stage: a.Stage, DecidedAt: at.At, Request: a.Request, RequestSHA256: a.RequestSHA256,
-		HashBound: in.PayloadSHA256 != ""}
+	d := Decision{Verdict: c.verdict, Approver: c.approver.ID, Role: string(c.approver.Role), Note: c.note, Reason: c.reason,
+		Channel: at.Channel, Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256,
+		HashBound: c.hashBound, Proof: c.proof}
+	if c.verified != nil {
+		d.KeyID, d.VouchedBy, d.ReceiptID, d.Receipt = c.verified.Signer.Key.ID, c.verified.Signer.Service, c.verified.Receipt.ID, c.receipt
+		g.used[c.verified.Receipt.ID] = true
+	}
+	if c.proof != ProofNone {
+		d.AmountMinor = c.amount
+	}
+	if c.amount < a.Request.AmountMinor && c.verdict == Approve {
+		approved := a.Request
+		approved.AmountMinor, approved.Amount = c.amount, claim.FormatAmount(c.amount, approved.Currency)
+		approved.Reasons = append(slices.Clip(approved.Reasons), "approved at a lower amount by "+c.approver.ID+": "+c.reason)
+		d.Approved, d.ApprovedSHA256 = &approved, approved.SHA256()
+	}
+	if c.proof != ProofNone && c.verdict == Approve {
+		a.Votes = append(a.Votes, d)
+	}
+	if c.verdict == Approve && len(a.Votes) < a.Quorum {
+		workflow.GetLogger(ctx).Info("approval recorded; the quorum needs more", "approver", d.Approver, "votes", len(a.Votes), "quorum", a.Quorum)
+		return &d, nil
+	}
+	if c.verdict == Approve && c.proof != ProofNone {
+		d.AmountMinor = a.PayoutMinor()
+	}
+	a.Decision = &d
 	a.open = false
-	workflow.GetLogger(ctx).Info("decision accepted", "channel", at.Channel, "approver", in.Approver, "verdict", v)
+	workflow.GetLogger(ctx).Info("decision accepted", "channel", at.Channel, "approver", d.Approver, "verdict", d.Verdict, "proof", d.Proof)
 	return a.Decision, nil
 }
 
@@ -262,6 +479,12 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 	now := workflow.Now(ctx).UTC()
 	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
 		Stage: StageWaiting, Deadline: now.Add(pol.TTL), open: true}
+	if w.Trust != nil {
+		a.Quorum = 1
+		if w.Trust.FourEyesAboveMinor > 0 && w.Request.AmountMinor > w.Trust.FourEyesAboveMinor {
+			a.Quorum = 2
+		}
+	}
 	g.current, g.wait = a, w
 	g.past = append(g.past, a)
 	defer func() { a.open = false }()

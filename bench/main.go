@@ -32,8 +32,10 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
 
@@ -104,6 +106,10 @@ type env struct {
 	o        options
 	self     string
 	children []*proc
+	// store is the claims store the bench registers its claims in, as the
+	// starter does; key signs the approvals adjuster-17 gives.
+	store *store.Store
+	key   authority.KeyFile
 }
 
 func run(o options) error {
@@ -247,6 +253,15 @@ func (e *env) start() error {
 		return err
 	}
 	benchDoc = claim.Document{Name: "photo.jpg", URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+	if e.store, err = store.Open(filepath.Join(e.dir, "claims.db")); err != nil {
+		return err
+	}
+	if e.key, err = authority.GenerateKey("adjuster-17", false); err != nil {
+		return err
+	}
+	if err := authority.AddKey(e.approversFile(), e.key); err != nil {
+		return err
+	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -263,6 +278,9 @@ func (e *env) stopAll() {
 	}
 	if e.sim != nil {
 		e.sim.Close()
+	}
+	if e.store != nil {
+		e.store.Close()
 	}
 	if e.server != nil {
 		e.server.Stop()
@@ -295,6 +313,8 @@ func (e *env) spawn(name, bin string, args, extraEnv []string) (*proc, error) {
 	return p, nil
 }
 
+func (e *env) approversFile() string { return filepath.Join(e.dir, "approvers.json") }
+
 func (e *env) spawnClaimsWorker(name string) (*proc, error) {
 	addr, err := freeAddr()
 	if err != nil {
@@ -303,7 +323,7 @@ func (e *env) spawnClaimsWorker(name string) (*proc, error) {
 	p, err := e.spawn(name, e.o.workerBin, nil, []string{
 		"STRIPE_API_BASE=" + e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + filepath.Join(e.dir, "claims.db"), "MAIL_SPOOL=" + filepath.Join(e.dir, "mail"),
-		"METRICS_ADDR=" + addr, "BLOB_URL=" + e.blobURL(),
+		"METRICS_ADDR=" + addr, "BLOB_URL=" + e.blobURL(), "APPROVERS_FILE=" + e.approversFile(),
 	})
 	if err != nil {
 		return nil, err

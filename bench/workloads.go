@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -55,8 +56,33 @@ func benchClaim(id, amount string) claim.Claim {
 	return c
 }
 
+// startClaim registers a claim in the system of record and starts it, as
+// the starter does.
 func (e *env) startClaim(ctx context.Context, id, amount string) (client.WorkflowRun, error) {
-	return e.client.ExecuteWorkflow(ctx, workflows.StartOptions(id), workflows.WorkflowType, workflows.ClaimInput{Claim: benchClaim(id, amount)})
+	c := benchClaim(id, amount)
+	if _, _, err := e.store.PutClaim(ctx, c); err != nil {
+		return nil, err
+	}
+	return e.client.ExecuteWorkflow(ctx, workflows.StartOptions(id), workflows.WorkflowType, workflows.ClaimInput{Claim: c})
+}
+
+// receipt is adjuster-17's signed approval of the request claim id waits on.
+func (e *env) receipt(ctx context.Context, id string) (approvals.Input, error) {
+	v, err := e.client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return approvals.Input{}, err
+	}
+	var s workflows.Status
+	if err := v.Get(&s); err != nil || s.Approval == nil {
+		return approvals.Input{}, fmt.Errorf("%s: no request awaiting decision (%v)", id, err)
+	}
+	r, err := approvals.NewReceipt(approvals.Receipt{Subject: e.key.Approver, ClaimID: id, RequestSHA256: s.Approval.RequestSHA256,
+		Verdict: approvals.Approve}, time.Now(), approvals.DefaultReceiptTTL)
+	if err != nil {
+		return approvals.Input{}, err
+	}
+	tok, err := approvals.Sign(e.key, r)
+	return approvals.Input{Receipt: tok}, err
 }
 
 func (e *env) autoClaims(tag string) workload {
@@ -140,8 +166,12 @@ func (e *env) approvalLatency(ctx context.Context, res *results) error {
 	time.Sleep(time.Second) // let the parking workflow tasks drain
 	for _, id := range ids {
 		committed, at := e.commits.when(string(claim.StepKey(id, claim.StepPay)))
+		receipt, err := e.receipt(ctx, id) // the approver has read the request before deciding
+		if err != nil {
+			return err
+		}
 		t0 := time.Now()
-		if err := e.client.SignalWorkflow(ctx, id, "", "approve", map[string]string{"approver": "adjuster-17"}); err != nil {
+		if err := e.client.SignalWorkflow(ctx, id, "", "approve", receipt); err != nil {
 			return err
 		}
 		select {

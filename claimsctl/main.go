@@ -9,6 +9,8 @@
 //	claimsctl dlq list | dlq redrive CLAIM
 //	claimsctl reconcile [--since 24h|RFC3339] [--json]   exit 3 when anything does not match
 //	claimsctl schedule [--every 1h]   the reconciliation schedule
+//	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
+//	claimsctl receipt approve|reject CLAIM --key FILE   a signed decision for temporal workflow signal
 package main
 
 import (
@@ -33,18 +35,35 @@ const usage = `usage:
   claimsctl payments CLAIM...   transfers per claim, from the payment provider
   claimsctl wait [--status waiting,escalated | --closed] [--timeout 2m] CLAIM...
   claimsctl withdraw CLAIM...   withdraw claims in the system of record
-  claimsctl amend CLAIM [--amount 2100.00] [--account acct_…]
+  claimsctl amend CLAIM --by WHO [--amount 2100.00] [--account acct_…]   (WHO may not approve it)
   claimsctl audit [--json] CLAIM   every decision attempt, accepted or refused
   claimsctl dlq list [--json]   dead-lettered claims, with step and reason
   claimsctl dlq redrive CLAIM   restart a dead-lettered claim from its failed step
   claimsctl reconcile [--since 24h|RFC3339] [--until …] [--json]
                                 transfers vs the step log; exits 3 if anything is not matched
   claimsctl schedule [--every 1h]   create or update the claims-reconcile schedule (0 deletes it)
+  claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]
+                                an Ed25519 signing key; its public half goes in the approver directory
+  claimsctl revoke-key --directory approvers.json KID   remove a key: what it signed no longer pays
+  claimsctl receipt approve|reject CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00]
+                                a signed decision receipt, {"receipt":"…"}, for
+                                temporal workflow signal --name approve --input "$(claimsctl receipt …)"
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
 	// Commands that need no further argument; the rest need a claim or a subcommand.
 	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true}
+	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key") {
+		f := keygen
+		if args[0] == "revoke-key" {
+			f = revokeKey
+		}
+		if err := f(args[1:], stdout); err != nil {
+			fmt.Fprintln(stderr, "claimsctl:", err)
+			return 1
+		}
+		return 0
+	}
 	if len(args) == 0 || (len(args) < 2 && !noArgs[args[0]]) {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -74,6 +93,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	case "schedule":
 		err = schedule(ctx, args[1:], stdout)
+	case "receipt":
+		err = receipt(ctx, args[1:], stdout, stderr)
 	case "list":
 		err = list(ctx, args[1:], stdout)
 	case "stuck":

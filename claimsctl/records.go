@@ -44,18 +44,19 @@ func amend(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("amend", flag.ContinueOnError)
 	amount := fs.String("amount", "", "new claimed amount, a decimal string")
 	account := fs.String("account", "", "new payee Stripe account (acct_…)")
+	by := fs.String("by", "", "who amends the claim (an approver ID or an e-mail): they may not approve it")
 	if err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 || (*amount == "" && *account == "") {
-		return errors.New("usage: claimsctl amend CLAIM [--amount 2100.00] [--account acct_…]")
+	if fs.NArg() != 1 || (*amount == "" && *account == "") || *by == "" {
+		return errors.New("usage: claimsctl amend CLAIM --by WHO [--amount 2100.00] [--account acct_…]")
 	}
 	st, err := openStore()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	rec, err := st.Amend(ctx, fs.Arg(0), func(c *claim.Claim) error {
+	rec, err := st.Amend(ctx, fs.Arg(0), *by, func(c *claim.Claim) error {
 		if *amount != "" {
 			minor, err := claim.ParseAmount(*amount, c.Currency)
 			if err != nil {
@@ -71,7 +72,7 @@ func amend(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: amended to %s %s, payee %s (version %d)\n", rec.Claim.ID, rec.Claim.Amount(), rec.Claim.Currency,
+	fmt.Fprintf(out, "%s: amended by %s to %s %s, payee %s (version %d)\n", rec.Claim.ID, *by, rec.Claim.Amount(), rec.Claim.Currency,
 		rec.Claim.Claimant.StripeAccount, rec.Version)
 	return nil
 }
@@ -111,18 +112,9 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		}
 		trail.Source, trail.Outcome, trail.Approvals, trail.Attempts = "audit record (step 9)", ar.Outcome, ar.Approvals, ar.Attempts
 	} else if errors.Is(err, store.ErrNotFound) {
-		c, err := dial(ctx)
+		s, err := claimStatus(ctx, id)
 		if err != nil {
-			return err
-		}
-		defer c.Close()
-		v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-		if err != nil {
-			return fmt.Errorf("%s has no audit record yet, and its status query failed: %w", id, err)
-		}
-		var s workflows.Status
-		if err := v.Get(&s); err != nil {
-			return err
+			return fmt.Errorf("%s has no audit record yet, and %w", id, err)
 		}
 		trail.Source, trail.Attempts = "live status (the claim is still running)", s.Attempts
 		if s.Approval != nil {
@@ -148,12 +140,24 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 	for i, ap := range trail.Approvals {
 		fmt.Fprintf(out, "  request %d: %s %s to %s, sha256 %s, requested %s\n", i+1, ap.Request.Amount, ap.Request.Currency,
 			ap.Request.Payee, ap.RequestSHA256[:12], ap.RequestedAt.Format(time.RFC3339))
+		if ap.Quorum > 1 {
+			fmt.Fprintf(out, "    four eyes: %d of %d approvals\n", len(ap.Votes), ap.Quorum)
+			for _, v := range ap.Votes {
+				fmt.Fprintf(out, "      approved by %s (%s) via %s at %s%s\n", v.Approver, v.Role, v.Channel, v.DecidedAt.Format(time.RFC3339), proofLine(&v))
+			}
+		}
 		if d := ap.Decision; d != nil {
 			bound := "not bound to a hash"
 			if d.HashBound {
 				bound = "bound to the request hash"
 			}
 			fmt.Fprintf(out, "    decision: %s by %s (%s) via %s at %s, %s\n", d.Verdict, d.Approver, d.Role, d.Channel, d.DecidedAt.Format(time.RFC3339), bound)
+			if p := proofLine(d); p != "" {
+				fmt.Fprintf(out, "     %s\n", p)
+			}
+			if d.Approved != nil {
+				fmt.Fprintf(out, "      approved at a lower amount: %s %s (request sha256 %s)\n", d.Approved.Amount, d.Approved.Currency, d.ApprovedSHA256[:12])
+			}
 		}
 		if ap.Voided != "" {
 			fmt.Fprintf(out, "    voided: %s\n", ap.Voided)
@@ -164,6 +168,9 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		verdict := "ACCEPTED"
 		if !at.Accepted {
 			verdict = "refused: " + at.Refusal
+			if at.Code != "" && !strings.HasPrefix(at.Refusal, at.Code) {
+				verdict = "refused (" + at.Code + "): " + at.Refusal
+			}
 		}
 		fmt.Fprintf(out, "    %s %-6s %-7s %-14s %-10s %s\n", at.At.Format(time.RFC3339), at.Channel, at.Decision, dash(at.Approver), dash(at.Role), verdict)
 	}
@@ -171,6 +178,36 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "    %s %-6s %-7s %-14s %-10s refused before history: %s\n", r.At.Format(time.RFC3339), r.Channel, r.Decision, dash(r.Approver), "-", r.Reason)
 	}
 	return nil
+}
+
+// proofLine says what proved a decision.
+func proofLine(d *approvals.Decision) string {
+	switch d.Proof {
+	case approvals.ProofReceipt:
+		line := fmt.Sprintf(" proven by a receipt signed with %s, jti %s", d.KeyID, d.ReceiptID)
+		if d.VouchedBy != "" {
+			line += fmt.Sprintf(" (the %s service vouching for %s)", d.VouchedBy, d.Approver)
+		}
+		return line
+	case approvals.ProofUnauthenticated:
+		return " UNAUTHENTICATED: a plain decision accepted under the development switch"
+	}
+	return ""
+}
+
+// claimStatus asks a claim's workflow for its status.
+func claimStatus(ctx context.Context, id string) (workflows.Status, error) {
+	var s workflows.Status
+	c, err := dial(ctx)
+	if err != nil {
+		return s, err
+	}
+	defer c.Close()
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return s, fmt.Errorf("its status query failed: %w", err)
+	}
+	return s, v.Get(&s)
 }
 
 func dash(s string) string {

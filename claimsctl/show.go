@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -45,13 +46,15 @@ type stepRecord struct {
 
 // story is a claim run read from its event history.
 type story struct {
-	ClaimID    string                 `json:"claim_id"`
-	State      string                 `json:"state"`
-	Result     *workflows.ClaimResult `json:"result,omitempty"`
-	Steps      []*stepRecord          `json:"steps"`
-	Signals    []string               `json:"signals,omitempty"`
-	TaskLosses []string               `json:"workflow_task_losses,omitempty"`
-	ModelCalls map[string]int         `json:"model_calls"`
+	ClaimID string                 `json:"claim_id"`
+	State   string                 `json:"state"`
+	Result  *workflows.ClaimResult `json:"result,omitempty"`
+	Steps   []*stepRecord          `json:"steps"`
+	Signals []string               `json:"signals,omitempty"`
+	// Pending is the approval a running claim waits on, from its status.
+	Pending    *approvals.Approval `json:"pending_approval,omitempty"`
+	TaskLosses []string            `json:"workflow_task_losses,omitempty"`
+	ModelCalls map[string]int      `json:"model_calls"`
 }
 
 func show(ctx context.Context, args []string, out io.Writer) error {
@@ -199,6 +202,7 @@ func readStory(ctx context.Context, c client.Client, id string) (*story, error) 
 			var st workflows.Status
 			if v.Get(&st) == nil {
 				s.State = fmt.Sprintf("%s at step %d (%s)", st.State, st.Step, st.StepName)
+				s.Pending = st.Approval
 			}
 		}
 	}
@@ -238,11 +242,17 @@ func (s *story) print(out io.Writer) {
 		case step == claim.StepApproval && r != nil && r.Approval != nil:
 			ap := r.Approval
 			if d := ap.Decision; d != nil {
-				fmt.Fprintf(out, "  step 5 %-9s parked %s (%s), then %sd by %s via %s\n", step,
-					d.DecidedAt.Sub(ap.RequestedAt).Round(time.Millisecond), d.Stage, d.Verdict, d.Approver, d.Channel)
+				fmt.Fprintf(out, "  step 5 %-9s parked %s (%s), then %sd by %s via %s%s\n", step,
+					d.DecidedAt.Sub(ap.RequestedAt).Round(time.Millisecond), d.Stage, d.Verdict, d.Approver, d.Channel, proof(d))
 			} else if ap.Expired {
 				fmt.Fprintf(out, "  step 5 %-9s nobody decided: escalated, then expired at %s\n", step, ap.Deadline.Format(time.RFC3339))
 			}
+			quorum(out, ap)
+		case step == claim.StepApproval && r == nil && s.Pending != nil && s.Pending.Decision == nil:
+			ap := s.Pending
+			fmt.Fprintf(out, "  step 5 %-9s waiting (%s) for a decision on %s %s, request sha256 %s, deadline %s\n", step, ap.Stage,
+				ap.Request.Amount, strings.ToUpper(ap.Request.Currency), ap.RequestSHA256[:12], ap.Deadline.Format(time.RFC3339))
+			quorum(out, ap)
 		}
 		for _, rec := range s.Steps {
 			if rec.Step == int(step) && rec.Reread {
@@ -257,6 +267,32 @@ func (s *story) print(out io.Writer) {
 		fmt.Fprintf(out, "  %s\n", w)
 	}
 	fmt.Fprintf(out, "  model calls: %d (triage %d, assess %d)\n", s.ModelCalls["triage"]+s.ModelCalls["assess"], s.ModelCalls["triage"], s.ModelCalls["assess"])
+}
+
+// proof says what proved a decision's approver.
+func proof(d *approvals.Decision) string {
+	switch d.Proof {
+	case approvals.ProofReceipt:
+		if d.VouchedBy != "" {
+			return fmt.Sprintf(" (receipt signed by %s's key %s)", d.VouchedBy, d.KeyID)
+		}
+		return fmt.Sprintf(" (receipt signed with %s)", d.KeyID)
+	case approvals.ProofUnauthenticated:
+		return " (UNAUTHENTICATED: accepted under the development switch)"
+	}
+	return ""
+}
+
+// quorum prints a four-eyes approval's votes so far.
+func quorum(out io.Writer, ap *approvals.Approval) {
+	if ap.Quorum < 2 {
+		return
+	}
+	var who []string
+	for _, v := range ap.Votes {
+		who = append(who, v.Approver)
+	}
+	fmt.Fprintf(out, "         %-9s four eyes: %d of %d approvals (%s)\n", "", len(ap.Votes), ap.Quorum, strings.Join(who, ", "))
 }
 
 // describe says what a step did and what it recorded.

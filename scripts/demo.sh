@@ -26,13 +26,26 @@ echo "    Waiting holds no worker: no activity, no goroutine, just a durable tim
 echo "    \$ temporal workflow list --query 'ClaimStatus=\"waiting\"'"
 "$TEMPORAL" workflow list --query 'ClaimStatus="waiting"' | sed 's/^/    /'
 
-say "An adjuster approves claim-0042"
-echo "    \$ temporal workflow signal --workflow-id claim-0042 --name approve --input '{\"approver\":\"adjuster-17\",\"note\":\"invoice checks out\"}'"
-"$TEMPORAL" workflow signal --workflow-id claim-0042 --name approve --input '{"approver":"adjuster-17","note":"invoice checks out"}' | sed 's/^/    /'
+say "Someone who can reach the Temporal frontend, but holds no approver key, tries to approve claim-0042"
+echo "    \$ temporal workflow signal --workflow-id claim-0042 --name approve --input '{\"approver\":\"supervisor-3\"}'"
+"$TEMPORAL" workflow signal --workflow-id claim-0042 --name approve --input '{"approver":"supervisor-3"}' | sed 's/^/    /'
+for _ in $(seq 1 50); do
+  "$TEMPORAL" workflow query --workflow-id claim-0042 --name status -o json 2>/dev/null | grep -q '"code": *"unsigned"' && break
+  sleep 0.1
+done
+bin/claimsctl audit claim-0042 | grep 'refused' | sed 's/^/    /'
+echo "    A typed name proves nothing: the claim is still waiting, and nothing was paid."
+
+say "adjuster-17 approves claim-0042 with a receipt signed by their own key"
+echo "    \$ temporal workflow signal --workflow-id claim-0042 --name approve \\"
+echo "        --input \"\$(claimsctl receipt approve claim-0042 --key $KEYS/adjuster-17.key --note 'invoice checks out')\""
+"$TEMPORAL" workflow signal --workflow-id claim-0042 --name approve \
+  --input "$(bin/claimsctl receipt approve claim-0042 --key "$KEYS/adjuster-17.key" --note 'invoice checks out' 2> >(sed 's/^/    /' >&2))" | sed 's/^/    /'
 bin/claimsctl wait --closed --timeout 120s claim-0042 >/dev/null
 
-say "An adjuster approves claim-0043"
-"$TEMPORAL" workflow signal --workflow-id claim-0043 --name approve --input '{"approver":"adjuster-17"}' | sed 's/^/    /'
+say "adjuster-17 approves claim-0043 (the worker dies in step 6 after Stripe made the transfer)"
+"$TEMPORAL" workflow signal --workflow-id claim-0043 --name approve \
+  --input "$(bin/claimsctl receipt approve claim-0043 --key "$KEYS/adjuster-17.key" 2>/dev/null)" | sed 's/^/    /'
 bin/claimsctl wait --closed --timeout 120s claim-0043 >/dev/null
 
 say "claim-0044: nobody answers; it escalates to supervisors, then expires"

@@ -10,6 +10,8 @@ export TEMPORAL_NAMESPACE=default
 export STRIPE_API_BASE=http://$STRIPESIM_ADDR STRIPE_SECRET_KEY=sk_test_local
 export CLAIMS_DB=$STACK/claims.db MAIL_SPOOL=$STACK/mail STRIPESIM_DB=$STACK/stripesim.db
 export BLOB_URL="file://$PWD/$STACK/blobs?create_dir=true"
+# The approver directory with a signing key per approver, made by stack_up.
+export APPROVERS_FILE=$STACK/approvers.json KEYS=$STACK/keys
 export TEMPORAL_ADDRESS STRIPESIM_ADDR
 export LOG_LEVEL=${LOG_LEVEL:-info}
 
@@ -32,6 +34,12 @@ stack_up() {
     fi
   done
   rm -rf "$STACK" && mkdir -p "$STACK"
+
+  say "Making a signing key for each approver (claimsctl keygen); the public halves go in $APPROVERS_FILE"
+  for approver in adjuster-17 adjuster-9 supervisor-3; do
+    bin/claimsctl keygen --approver "$approver" --out "$KEYS/$approver.key" --directory "$APPROVERS_FILE" >/dev/null
+    echo "    $KEYS/$approver.key"
+  done
 
   say "Starting the Temporal dev server on $TEMPORAL_ADDRESS (Web UI http://localhost:$UI_PORT)"
   "$TEMPORAL" server start-dev --ip "${TEMPORAL_ADDRESS%:*}" --port "${TEMPORAL_ADDRESS##*:}" --ui-port "$UI_PORT" \

@@ -26,6 +26,15 @@ start() { # name amount [starter flags]
     --account acct_1AdaLovelace42 --amount "$amount" --description "A burst pipe flooded the kitchen overnight" >/dev/null
 }
 signal() { "$TEMPORAL" workflow signal --workflow-id "$(id "$1")" --name "$2" --input "$3" >/dev/null; }
+# receipt VERDICT NAME APPROVER [claimsctl receipt flags]: a signed decision.
+receipt() { local v=$1 name=$2 who=$3; shift 3; bin/claimsctl receipt "$v" "$(id "$name")" --key "$KEYS/$who.key" "$@" 2>/dev/null; }
+# direct NAME OPTIONS: a ClaimWorkflow started by hand, as anyone with
+# frontend access can, bypassing the starter and its registration.
+direct() {
+  "$TEMPORAL" workflow start --type ClaimWorkflow --task-queue claims --workflow-id "$(id "$1")" --input "{\"claim\":{\"claim_id\":\"$(id "$1")\",
+    \"policy_id\":\"pol-1001\",\"claimant\":{\"name\":\"Mallory\",\"email\":\"mallory@example.com\",\"stripe_account\":\"acct_1Mallory\"},
+    \"amount_minor\":999900,\"currency\":\"usd\",\"description\":\"A burst pipe\"},\"options\":$2}" >/dev/null
+}
 
 stack_up --crash-at "$(id crashed-pay):6:after-effect,$(id crashed-notify):7,$(id crashed-triage):2:after-effect"
 
@@ -40,22 +49,39 @@ start rejected 1840.00
 start amended 1840.00
 start expired 2500.00 --approval-ttl 2s --escalation-ttl 2s
 start capped 640.00 --max-payout 100.00
+start four-eyes 1840.00 --four-eyes-above 1500
+start lowered 1840.00
+start refused 1840.00
+direct unregistered '{}'
+bin/starter --register-only --claim-id "$(id loosened)" --policy pol-1001 --name Mallory --email mallory@example.com \
+  --account acct_1Mallory --amount 9999.00 --description "A burst pipe" >/dev/null
+direct loosened '{"auto_approve_limit_minor":4611686018427387904}'
 
-bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)"
-signal approved approve '{"approver":"adjuster-17","note":"recorded"}'
+bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)" \
+  "$(id four-eyes)" "$(id lowered)" "$(id refused)"
+signal approved approve "$(receipt approve approved adjuster-17 --note recorded)"
 "$TEMPORAL" workflow update execute --workflow-id "$(id approved-update)" --name decide \
-  --input '{"approver":"adjuster-17","decision":"approve"}' >/dev/null
-signal rejected reject '{"approver":"adjuster-17","reason":"recorded rejection"}'
-bin/claimsctl amend "$(id amended)" --amount 2100.00 >/dev/null
-signal amended approve '{"approver":"adjuster-17"}'
+  --input "$(receipt approve approved-update adjuster-17)" >/dev/null
+signal rejected reject "$(receipt reject rejected adjuster-17 --reason 'recorded rejection')"
+signal four-eyes approve "$(receipt approve four-eyes adjuster-17)"
+signal four-eyes approve "$(receipt approve four-eyes supervisor-3)"
+signal lowered approve "$(receipt approve lowered adjuster-9 --amount 1400.00 --reason 'the invoice covers 1400.00')"
+signal refused approve '{"approver":"supervisor-3"}'
+signal refused approve "$(receipt approve refused adjuster-9)"
+signal refused approve "$(receipt approve refused supervisor-3)"
+first=$(receipt approve amended adjuster-17)
+bin/claimsctl amend "$(id amended)" --by adjuster-9 --amount 2100.00 >/dev/null
+signal amended approve "$first"
 for _ in $(seq 1 100); do
   "$TEMPORAL" workflow query --workflow-id "$(id amended)" --name status -o json 2>/dev/null | grep -q '"2100.00"' && break
   sleep 0.2
 done
 bin/claimsctl wait --status waiting --timeout 1m "$(id amended)" >/dev/null
-signal amended approve '{"approver":"adjuster-17"}'
+signal amended approve "$(receipt approve amended adjuster-9)"
+signal amended approve "$(receipt approve amended adjuster-17)"
 
-for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped; do
+for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped \
+  four-eyes lowered refused unregistered loosened; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
   echo "    $OUT/$(id "$name").json"

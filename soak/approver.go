@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -49,6 +50,7 @@ type approver struct {
 	prefix  string
 	plan    map[string]plannedClaim
 	within  time.Duration // the longest delay before deciding
+	key     authority.KeyFile
 	log     *slog.Logger
 
 	sem chan struct{} // bounds concurrent CLI processes on a 2-core machine
@@ -60,12 +62,12 @@ type approver struct {
 
 const approverID = "adjuster-17"
 
-func newApprover(c client.Client, cli, address, prefix string, plan []plannedClaim, within time.Duration, log *slog.Logger) *approver {
+func newApprover(c client.Client, cli, address, prefix string, plan []plannedClaim, within time.Duration, key authority.KeyFile, log *slog.Logger) *approver {
 	byID := make(map[string]plannedClaim, len(plan))
 	for _, p := range plan {
 		byID[p.Claim.ID] = p
 	}
-	return &approver{client: c, cli: cli, address: address, prefix: prefix, plan: byID, within: within,
+	return &approver{client: c, cli: cli, address: address, prefix: prefix, plan: byID, within: within, key: key,
 		log: log, sem: make(chan struct{}, 4), book: map[string]*decision{}}
 }
 
@@ -163,12 +165,34 @@ func (a *approver) decide(ctx context.Context, d *decision) {
 	}
 }
 
-// send runs `temporal workflow signal` until it succeeds: a failure (the
-// server restarting, a timeout) is retried, as an adjuster would.
+// send runs `temporal workflow signal` with a receipt signed for the
+// request the claim shows, until it succeeds: a failure (the server
+// restarting, a timeout) is retried, as an adjuster would.
 func (a *approver) send(ctx context.Context, d *decision) error {
-	payload, _ := json.Marshal(approvals.Input{Approver: d.Approver, Reason: d.Reason, Note: "soak " + d.Verdict})
-	args := []string{"workflow", "signal", "--address", a.address, "--namespace", "default",
-		"--workflow-id", d.ClaimID, "--name", d.Verdict, "--input", string(payload)}
+	var args []string
+	for args == nil {
+		st, err := a.status(ctx, d.ClaimID)
+		if err == nil && st.Approval != nil {
+			r, err := approvals.NewReceipt(approvals.Receipt{Subject: d.Approver, ClaimID: d.ClaimID, RequestSHA256: st.Approval.RequestSHA256,
+				Verdict: approvals.Verdict(d.Verdict), Reason: d.Reason, Note: "soak " + d.Verdict}, time.Now(), approvals.DefaultReceiptTTL)
+			if err != nil {
+				return err
+			}
+			tok, err := approvals.Sign(a.key, r)
+			if err != nil {
+				return err
+			}
+			payload, _ := json.Marshal(approvals.Input{Receipt: tok})
+			args = []string{"workflow", "signal", "--address", a.address, "--namespace", "default",
+				"--workflow-id", d.ClaimID, "--name", d.Verdict, "--input", string(payload)}
+			break
+		}
+		// No worker to answer the query yet (one was just killed): the
+		// adjuster reads the request again a moment later.
+		if !sleep(ctx, time.Second) {
+			return ctx.Err()
+		}
+	}
 	for {
 		out, err := a.runCLI(ctx, args)
 		a.mu.Lock()

@@ -22,6 +22,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
@@ -41,6 +42,9 @@ type soak struct {
 	store   *store.Store
 	workers []*supervisor
 	chaos   chaos
+	// key is the approver's signing key; its public half is in the
+	// directory the workers read.
+	key authority.KeyFile
 
 	stopWorkersOnce sync.Once
 }
@@ -135,7 +139,7 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 	killerDone.Go(func() { killer(killCtx, s.workers, s.o.KillMin, s.o.KillMax, &s.chaos, s.log) })
 	defer func() { stopKiller(); killerDone.Wait() }()
 
-	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), s.prefix(), plan, s.o.DecideWithin, s.log.With("component", "approver"))
+	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
 	apprCtx, stopApprover := context.WithCancel(runCtx)
 	var approverDone sync.WaitGroup
 	approverDone.Go(func() { appr.watch(apprCtx) })
@@ -318,6 +322,12 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.store, err = store.Open(filepath.Join(s.dir, "claims.db")); err != nil {
 		return err
 	}
+	if s.key, err = authority.GenerateKey(approverID, false); err != nil {
+		return err
+	}
+	if err := authority.AddKey(s.approversFile(), s.key); err != nil {
+		return err
+	}
 	s.startWorkers()
 	return nil
 }
@@ -353,12 +363,15 @@ func (s *soak) dial(ctx context.Context) error {
 	return err
 }
 
+func (s *soak) approversFile() string { return filepath.Join(s.dir, "approvers.json") }
+
 func (s *soak) startWorkers() {
 	env := childEnv(
 		"TEMPORAL_ADDRESS="+s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE="+s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB="+filepath.Join(s.dir, "claims.db"), "MAIL_SPOOL="+filepath.Join(s.dir, "mail"),
 		"LOG_LEVEL=warn", "BLOB_URL=file://"+filepath.Join(s.dir, "blobs")+"?create_dir=true",
+		"APPROVERS_FILE="+s.approversFile(),
 	)
 	for i := 1; i <= s.o.Workers; i++ {
 		w := newSupervisor(fmt.Sprintf("worker-%d", i), s.o.WorkerBin, s.dir, env, s.log)

@@ -52,6 +52,8 @@ type options struct {
 	maxAge        time.Duration
 	maxTurns      int
 	maxTokens     int64
+	fourEyes      string
+	registerOnly  bool
 	file          claim.File
 }
 
@@ -59,17 +61,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
-	fs.StringVar(&o.autoApprove, "auto-approve", config.Get("AUTO_APPROVE_LIMIT", workflows.DefaultAutoApproveLimit), "largest payout paid without a human, in the claim's currency (env AUTO_APPROVE_LIMIT)")
-	fs.DurationVar(&o.approvalTTL, "approval-ttl", approvals.DefaultTTL, "how long adjusters have before a wait escalates")
-	fs.DurationVar(&o.escalationTTL, "escalation-ttl", approvals.DefaultEscalationTTL, "how long supervisors then have before the final outcome")
-	fs.Float64Var(&o.reminderAt, "reminder-at", approvals.DefaultReminderAt, "remind the adjusters at this fraction of the TTL (1: no reminder)")
-	fs.StringVar(&o.finalOutcome, "final-outcome", string(approvals.Reject), "when nobody decides by the second deadline: reject (the claim expires unpaid) or approve")
-	fs.IntVar(&o.maxSteps, "max-steps", workflows.DefaultMaxSteps, "cap on activity executions per run, retries included")
-	fs.StringVar(&o.maxSpend, "max-model-spend", "2.00", "cap on model spend per run, in US dollars")
-	fs.StringVar(&o.maxPayout, "max-payout", "", "cap on the payout, in the claim's currency (default: coverage is the only limit)")
-	fs.DurationVar(&o.maxAge, "max-age", workflows.DefaultMaxAge, "cap on a run's age, approval waits included")
-	fs.IntVar(&o.maxTurns, "max-triage-turns", envInt("TRIAGE_MAX_TURNS", workflows.DefaultMaxTriageTurns), "cap on the triage agent's model turns; past it a human triages (env TRIAGE_MAX_TURNS)")
-	fs.Int64Var(&o.maxTokens, "max-triage-tokens", int64(envInt("TRIAGE_MAX_TOKENS", workflows.DefaultMaxTriageTokens)), "cap on the tokens triage may use; past it a human triages (env TRIAGE_MAX_TOKENS)")
+	// Every option defaults to the worker's policy; one given here may only
+	// tighten it (a looser one is refused by the worker, naming it).
+	fs.StringVar(&o.autoApprove, "auto-approve", "", "largest payout paid without a human, in the claim's currency (default: the worker's policy; lower only)")
+	fs.DurationVar(&o.approvalTTL, "approval-ttl", 0, "how long adjusters have before a wait escalates (default: the worker's policy; shorter only)")
+	fs.DurationVar(&o.escalationTTL, "escalation-ttl", 0, "how long supervisors then have before the final outcome (shorter only)")
+	fs.Float64Var(&o.reminderAt, "reminder-at", 0, "remind the adjusters at this fraction of the TTL (earlier only)")
+	fs.StringVar(&o.finalOutcome, "final-outcome", "", "when nobody decides: reject (the claim expires unpaid), or approve where the worker's policy allows it")
+	fs.IntVar(&o.maxSteps, "max-steps", 0, "cap on activity executions per run, retries included (lower only)")
+	fs.StringVar(&o.maxSpend, "max-model-spend", "", "cap on model spend per run, in US dollars (lower only)")
+	fs.StringVar(&o.maxPayout, "max-payout", "", "cap on the payout, in the claim's currency (lower only)")
+	fs.DurationVar(&o.maxAge, "max-age", 0, "cap on a run's age, approval waits included (lower only)")
+	fs.IntVar(&o.maxTurns, "max-triage-turns", envInt("TRIAGE_MAX_TURNS", 0), "cap on the triage agent's model turns; past it a human triages (env TRIAGE_MAX_TURNS; lower only)")
+	fs.Int64Var(&o.maxTokens, "max-triage-tokens", int64(envInt("TRIAGE_MAX_TOKENS", 0)), "cap on the tokens triage may use; past it a human triages (env TRIAGE_MAX_TOKENS; lower only)")
+	fs.BoolVar(&o.registerOnly, "register-only", false, "register the claims in the system of record (documents stored) without starting them")
+	fs.StringVar(&o.fourEyes, "four-eyes-above", "", "payout above which two approvers must agree, in the claim's currency (lower only)")
 	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
 	fs.StringVar(&o.file.PolicyID, "policy", "", "policy ID")
 	fs.StringVar(&o.file.Claimant.Name, "name", "", "claimant name")
@@ -179,6 +185,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 			code = exitFailed
 			continue
 		}
+		if o.registerOnly {
+			if _, _, err := st.PutClaim(ctx, in.Claim); err != nil {
+				fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
+				code = exitFailed
+				continue
+			}
+			fmt.Fprintf(stdout, "registered %s, %s %s (not started)\n", in.Claim.ID, in.Claim.Amount(), in.Claim.Currency)
+			continue
+		}
 		if err := start(ctx, c, st, in, stdout); err != nil {
 			logger.Error("start failed", "claim", in.Claim.ID, "error", err)
 			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
@@ -198,27 +213,37 @@ func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
 		Caps: workflows.Caps{MaxSteps: o.maxSteps, MaxAge: o.maxAge, MaxTriageTurns: o.maxTurns, MaxTriageTokens: o.maxTokens},
 	}}
 	switch {
-	case o.approvalTTL <= 0 || o.escalationTTL <= 0:
+	case o.approvalTTL < 0 || o.escalationTTL < 0:
 		return in, fmt.Errorf("--approval-ttl and --escalation-ttl must be positive")
-	case o.reminderAt <= 0:
+	case o.reminderAt < 0:
 		return in, fmt.Errorf("--reminder-at must be a positive fraction of the TTL (1 or more: no reminder)")
-	case o.finalOutcome != string(approvals.Reject) && o.finalOutcome != string(approvals.Approve):
+	case o.finalOutcome != "" && o.finalOutcome != string(approvals.Reject) && o.finalOutcome != string(approvals.Approve):
 		return in, fmt.Errorf("--final-outcome must be reject or approve")
-	case o.maxSteps <= 0 || o.maxAge <= 0:
+	case o.maxSteps < 0 || o.maxAge < 0:
 		return in, fmt.Errorf("--max-steps and --max-age must be positive")
-	case o.maxTurns <= 0 || o.maxTokens <= 0:
-		return in, fmt.Errorf("--max-triage-turns and --max-triage-tokens must be positive")
+	case o.maxTurns < 0 || o.maxTokens < 0:
+		return in, fmt.Errorf("--max-triage-turns and --max-triage-tokens must be positive whole numbers")
 	}
-	spend, err := claim.ParseAmount(o.maxSpend, "usd")
-	if err != nil {
-		return in, fmt.Errorf("--max-model-spend: %v", err)
+	var err error
+	if o.maxSpend != "" {
+		spend, err := claim.ParseAmount(o.maxSpend, "usd")
+		if err != nil {
+			return in, fmt.Errorf("--max-model-spend: %v", err)
+		}
+		in.Options.Caps.MaxModelSpendMicros = spend * 10_000 // cents to micro-dollars
 	}
-	in.Options.Caps.MaxModelSpendMicros = spend * 10_000 // cents to micro-dollars
 	if c.Currency == "" {
 		return in, nil
 	}
-	if in.Options.AutoApproveLimitMinor, err = claim.ParseAmount(o.autoApprove, c.Currency); err != nil {
-		return in, fmt.Errorf("--auto-approve: %v", err)
+	if o.autoApprove != "" {
+		if in.Options.AutoApproveLimitMinor, err = claim.ParseAmount(o.autoApprove, c.Currency); err != nil {
+			return in, fmt.Errorf("--auto-approve: %v", err)
+		}
+	}
+	if o.fourEyes != "" {
+		if in.Options.FourEyesAboveMinor, err = claim.ParseAmount(o.fourEyes, c.Currency); err != nil {
+			return in, fmt.Errorf("--four-eyes-above: %v", err)
+		}
 	}
 	if o.maxPayout != "" {
 		if in.Options.Caps.MaxPayoutMinor, err = claim.ParseAmount(o.maxPayout, c.Currency); err != nil {
@@ -273,7 +298,7 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 	default:
 		fmt.Fprintf(out, "started %s (run %s), %s %s\n", id, run.GetRunID(), in.Claim.Amount(), in.Claim.Currency)
 	}
-	fmt.Fprintf(out, "  approve: temporal workflow signal --workflow-id %s --name approve --input '{\"approver\":\"adjuster-17\"}'\n", id)
+	fmt.Fprintf(out, "  approve: temporal workflow signal --workflow-id %s --name approve --input \"$(claimsctl receipt approve %s --key YOUR.key)\"\n", id, id)
 	return nil
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/crash"
 	"github.com/durableclaims/durableclaims/internal/heartbeat"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics/prom"
 	"github.com/durableclaims/durableclaims/internal/refusals"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -189,9 +190,29 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		return nil, nil, err
 	}
 	approversFile := os.Getenv("APPROVERS_FILE")
-	if _, err := authority.Load(approversFile); err != nil {
+	book, err := authority.Load(approversFile)
+	if err != nil {
 		st.Close()
 		return nil, nil, err // refuse to start on a broken directory
+	}
+	rules, err := insurer.Load(os.Getenv("POLICY_FILE"), os.Getenv)
+	if err != nil {
+		st.Close()
+		return nil, nil, err // refuse to start on a broken policy
+	}
+	keys := len(book.Services)
+	for _, a := range book.Approvers {
+		keys += len(a.Keys)
+	}
+	logger.Info("insurer policy", "auto_approve_limit", rules.AutoApproveLimit, "four_eyes_above", rules.FourEyesAbove,
+		"approval_ttl", rules.ApprovalTTL, "escalation_ttl", rules.EscalationTTL, "final_outcome", rules.FinalOutcome,
+		"approvers", len(book.Approvers), "signing_keys", keys)
+	if keys == 0 {
+		logger.Warn("the approver directory lists no signing keys: no decision can be proven, so claims above the limit wait until they expire; add keys with claimsctl keygen --directory",
+			"approvers_file", approversFile)
+	}
+	if rules.AllowUnsignedDecisions {
+		logger.Warn("DEVELOPMENT SWITCH ON: ALLOW_UNSIGNED_DECISIONS accepts decisions without a signed receipt; anyone who can reach the Temporal frontend can approve payments. The audit marks each such decision unauthenticated. Never run this in production.")
 	}
 	return &activities.Activities{
 		Store:         st,
@@ -201,6 +222,7 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		Policies:      policies,
 		Blobs:         docs,
 		ApproversFile: approversFile,
+		Rules:         rules,
 		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
 		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
 		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -12,6 +13,7 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
 // decide sends the decide update at a workflow time and records how it
@@ -24,8 +26,15 @@ type updateOutcome struct {
 }
 
 func (s *ClaimSuite) decide(after time.Duration, in approvals.DecideInput) *updateOutcome {
+	return s.decideWith(after, func() approvals.DecideInput { return in })
+}
+
+// decideWith is decide with the input made when it is sent (a receipt for
+// the request then waiting).
+func (s *ClaimSuite) decideWith(after time.Duration, input func() approvals.DecideInput) *updateOutcome {
 	out := &updateOutcome{}
 	s.env.RegisterDelayedCallback(func() {
+		in := input()
 		s.env.UpdateWorkflow(approvals.UpdateDecide, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { out.rejected = err },
 			OnAccept: func() { out.accepted = true },
@@ -58,7 +67,7 @@ func (s *ClaimSuite) TestReminderComesAtItsFractionOfTheTTL() {
 			remindedAt = s.env.Now().Sub(start)
 		}
 	})
-	s.signal(40*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(40*time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0060", "1840.00"), Options{Approval: approvals.Policy{ReminderAt: 0.25}})
 	s.Equal(StatusPaid, s.result().Status)
 	s.Equal(18*time.Hour, remindedAt.Round(time.Hour))
@@ -66,6 +75,9 @@ func (s *ClaimSuite) TestReminderComesAtItsFractionOfTheTTL() {
 }
 
 func (s *ClaimSuite) TestFinalOutcomeApproveIsPaidByPolicy() {
+	rules := insurer.Defaults()
+	rules.FinalOutcome = "approve" // the worker's policy allows it
+	s.calls.rules = &rules
 	s.start(testClaim("claim-0061", "1840.00"), Options{Approval: approvals.Policy{FinalOutcome: approvals.Approve}})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
@@ -76,8 +88,8 @@ func (s *ClaimSuite) TestFinalOutcomeApproveIsPaidByPolicy() {
 }
 
 func (s *ClaimSuite) TestEscalatedClaimNeedsASupervisor() {
-	s.signal(80*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
-	s.signal(81*time.Hour, approvals.SignalApprove, map[string]string{"approver": "supervisor-3"})
+	s.approve(80*time.Hour, "adjuster-17", nil)
+	s.approve(81*time.Hour, "supervisor-3", nil)
 	s.start(testClaim("claim-0062", "1840.00"), Options{})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
@@ -94,31 +106,51 @@ func (s *ClaimSuite) TestAuthorityRules() {
 		{ID: "adjuster-9", Role: authority.Adjuster, Email: "a9@insurer.example", Limits: map[string]int64{"usd": 150_000}},
 		{ID: "euro-only", Role: authority.Adjuster, Email: "eu@insurer.example", Limits: map[string]int64{"eur": 9_000_000}},
 	}
-	s.signal(1*time.Hour, approvals.SignalApprove, map[string]string{"approver": "mallory"})
-	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "ada-herself"})
-	s.signal(3*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-9"})
-	s.signal(4*time.Hour, approvals.SignalApprove, map[string]string{"approver": "euro-only"})
-	s.signal(5*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(1*time.Hour, "mallory", nil)                         // her own key, which the directory does not list
+	s.approveAs(90*time.Minute, "inbox", "mallory", nil)           // vouched for by the inbox, but not an approver
+	s.approveAs(100*time.Minute, "adjuster-9", "adjuster-17", nil) // an approver's key signs only their own decisions
+	s.approve(2*time.Hour, "ada-herself", nil)
+	s.approve(3*time.Hour, "adjuster-9", nil)
+	s.approve(4*time.Hour, "euro-only", nil)
+	s.approve(5*time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0063", "1840.00"), Options{})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
 	ref := s.refusals(r)
-	s.Require().Len(ref, 4)
-	s.Contains(ref[0], `unknown approver "mallory"`)
-	s.Contains(ref[1], "self-approval")
-	s.Contains(ref[2], "over limit: adjuster-9 may decide up to 1500.00 USD, the request is 1840.00")
-	s.Contains(ref[3], "over limit: euro-only may decide up to nothing in USD")
+	s.Require().Len(ref, 6)
+	s.Contains(ref[0], `signed by key "mallory-`)
+	s.Contains(ref[0], "which the approver directory does not list")
+	s.Contains(ref[1], `unknown approver "mallory"`)
+	s.Contains(ref[2], "an approver's key signs only their own decisions")
+	s.Contains(ref[3], "self-approval")
+	s.Contains(ref[4], "over limit: adjuster-9 may decide up to 1500.00 USD, the request is 1840.00")
+	s.Contains(ref[5], "over limit: euro-only may decide up to nothing in USD")
+	var codes []string
+	for _, a := range r.Attempts {
+		codes = append(codes, a.Code)
+	}
+	s.Equal([]string{approvals.CodeUnknownKey, approvals.CodeUnknown, approvals.CodeNotVouched, approvals.CodeSelfApproval,
+		approvals.CodeOverLimit, approvals.CodeOverLimit, ""}, codes)
 	s.Equal("adjuster-17", r.Approval.Decision.Approver)
 	s.Equal("adjuster", r.Approval.Decision.Role)
 }
 
 func (s *ClaimSuite) TestDecideUpdateValidatesBeforeHistory() {
 	early := s.decide(0, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve})
-	unknown := s.decide(time.Hour, approvals.DecideInput{Approver: "mallory", Decision: approvals.Approve})
-	badVerdict := s.decide(time.Hour+time.Minute, approvals.DecideInput{Approver: "adjuster-17", Decision: "maybe"})
-	stale := s.decide(time.Hour+2*time.Minute, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve, PayloadSHA256: "aaaaaaaaaaaa"})
-	var sum string
-	s.env.RegisterDelayedCallback(func() { sum = s.status().Approval.RequestSHA256 }, 2*time.Hour)
+	plain := s.decide(time.Hour, approvals.DecideInput{Approver: "supervisor-3", Decision: approvals.Approve})
+	unknown := s.decideWith(time.Hour+time.Minute, func() approvals.DecideInput {
+		return approvals.DecideInput{Receipt: s.receipt("inbox", "mallory", approvals.Approve, nil)}
+	})
+	badVerdict := s.decideWith(time.Hour+2*time.Minute, func() approvals.DecideInput {
+		return approvals.DecideInput{Decision: "maybe", Receipt: s.receipt("adjuster-17", "adjuster-17", approvals.Approve, nil)}
+	})
+	wrongVerdict := s.decideWith(time.Hour+3*time.Minute, func() approvals.DecideInput {
+		return approvals.DecideInput{Decision: approvals.Reject, Receipt: s.receipt("adjuster-17", "adjuster-17", approvals.Approve, nil)}
+	})
+	stale := s.decideWith(time.Hour+4*time.Minute, func() approvals.DecideInput {
+		return approvals.DecideInput{Receipt: s.receipt("adjuster-17", "adjuster-17", approvals.Approve,
+			func(r *approvals.Receipt) { r.RequestSHA256 = strings.Repeat("a", 64) })}
+	})
 	var ok *updateOutcome
 	late := &updateOutcome{}
 	s.env.RegisterDelayedCallback(func() {
@@ -126,17 +158,20 @@ func (s *ClaimSuite) TestDecideUpdateValidatesBeforeHistory() {
 		s.env.UpdateWorkflow(approvals.UpdateDecide, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { ok.rejected = err }, OnAccept: func() { ok.accepted = true },
 			OnComplete: func(v interface{}, err error) { ok.err = err; ok.decision, _ = v.(approvals.Decision) },
-		}, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve, PayloadSHA256: sum, Note: "ok"})
+		}, approvals.DecideInput{Receipt: s.receipt("adjuster-17", "adjuster-17", approvals.Approve, note("ok"))})
 		// A second decision right behind the first finds nothing waiting.
 		s.env.UpdateWorkflow(approvals.UpdateDecide, "", &testsuite.TestUpdateCallback{
 			OnReject: func(err error) { late.rejected = err }, OnAccept: func() {}, OnComplete: func(interface{}, error) {},
-		}, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Reject, Reason: "changed my mind"})
+		}, approvals.DecideInput{Receipt: s.receipt("adjuster-17", "adjuster-17", approvals.Reject,
+			func(r *approvals.Receipt) { r.Reason = "changed my mind" })})
 	}, 3*time.Hour)
 
 	s.start(testClaim("claim-0064", "1840.00"), Options{})
 	s.ErrorContains(early.rejected, "not waiting")
+	s.ErrorContains(plain.rejected, "unsigned")
 	s.ErrorContains(unknown.rejected, "unknown approver")
 	s.ErrorContains(badVerdict.rejected, `decision must be "approve" or "reject"`)
+	s.ErrorContains(wrongVerdict.rejected, "receipt says approve; it cannot reject")
 	s.ErrorContains(stale.rejected, "stale decision")
 	s.Require().NotNil(ok)
 	s.NoError(ok.rejected)
@@ -157,7 +192,7 @@ func (s *ClaimSuite) TestDecideUpdateValidatesBeforeHistory() {
 
 func (s *ClaimSuite) TestWithdrawnWhileWaitingPaysNothing() {
 	s.calls.reread = func(r *activities.LoadClaimResult) { r.Status, r.Version = "withdrawn", 2 }
-	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0065", "1840.00"), Options{})
 	r := s.result()
 	s.Equal(StatusWithdrawn, r.Status)
@@ -170,12 +205,10 @@ func (s *ClaimSuite) TestAmendedWhileWaitingVoidsTheApprovalAndAsksAgain() {
 	s.calls.reread = func(r *activities.LoadClaimResult) {
 		r.Claim.AmountMinor, r.Version = 210000, 2
 	}
-	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(time.Hour, "adjuster-17", nil)
 	var second string
 	s.env.RegisterDelayedCallback(func() { second = s.status().Approval.RequestSHA256 }, 2*time.Hour)
-	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "payload_sha256": second})
-	}, 3*time.Hour)
+	s.approve(3*time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0066", "1840.00"), Options{})
 
 	r := s.result()
@@ -195,7 +228,7 @@ func (s *ClaimSuite) TestAmendedBelowTheLimitNeedsNoSecondApproval() {
 	s.calls.reread = func(r *activities.LoadClaimResult) {
 		r.Claim.AmountMinor, r.Version = 90000, 2
 	}
-	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0067", "1840.00"), Options{})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
@@ -205,7 +238,7 @@ func (s *ClaimSuite) TestAmendedBelowTheLimitNeedsNoSecondApproval() {
 
 func (s *ClaimSuite) TestPayeeChangeVoids() {
 	s.calls.reread = func(r *activities.LoadClaimResult) { r.Claim.Claimant.StripeAccount, r.Version = "acct_1Mallory", 2 }
-	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0068", "1840.00"), Options{Approval: approvals.Policy{TTL: 2 * time.Hour, EscalationTTL: time.Hour}})
 	r := s.result()
 	s.Equal(StatusExpired, r.Status, "nobody approved the new payee")
@@ -232,8 +265,11 @@ func (s *ClaimSuite) TestModelSpendCapSendsTheClaimToAHuman() {
 	s.calls.tokens = 1_000_000 // $2.50 of input tokens at the default price
 	var waiting Status
 	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
-	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
-	s.start(testClaim("claim-0070", "640.00"), Options{Caps: Caps{MaxTriageTokens: 10_000_000}})
+	s.approve(2*time.Hour, "adjuster-17", nil)
+	rules := insurer.Defaults()
+	rules.MaxTriageTokens = 10_000_000
+	s.calls.rules = &rules
+	s.start(testClaim("claim-0070", "640.00"), Options{})
 
 	s.Equal(StatusWaiting, waiting.State)
 	s.Require().NotNil(waiting.Approval)

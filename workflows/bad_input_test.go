@@ -38,7 +38,7 @@ func (s *ClaimSuite) TestDecisionsOfEveryWrongShape() {
 			}, p)
 		}, time.Hour+time.Duration(i)*time.Minute)
 	}
-	s.signal(3*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(3*time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0080", "1840.00"), Options{})
 
 	r := s.result()

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -13,6 +14,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
@@ -121,11 +123,13 @@ type claimRun struct {
 	in         ClaimInput
 	workflowID string
 	started    time.Time
-	caps       Caps
-	price      ModelPrice
-	claim      claim.Claim // as last read from the system of record
-	status     Status
-	gate       *approvals.Gate
+	settings
+	claim  claim.Claim // as last read from the system of record
+	status Status
+	gate   *approvals.Gate
+	// amendedBy lists who amended the claim, as last read: none of them
+	// may approve it.
+	amendedBy []string
 
 	published       string    // ClaimStatus as last upserted
 	publishedExpiry time.Time // ApprovalDeadline as last upserted
@@ -143,8 +147,8 @@ type claimRun struct {
 	stepStarted time.Time
 	overBudget  bool
 
-	// agent is true for runs whose triage is the agent loop (version 1 of
-	// versionTriageAgent); older runs replay their single triage call.
+	// agent is true for runs whose triage is the agent loop (versionAgent
+	// of versionClaim); older runs replay their single triage call.
 	agent bool
 
 	// unrecorded is true while a costly local activity has completed in the
@@ -164,14 +168,14 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 			fmt.Sprintf("workflow ID %q must be the claim ID %q", info.WorkflowExecution.ID, in.Claim.ID), activities.ErrInvalidInput, nil)
 	}
 	r := &claimRun{in: in, workflowID: info.WorkflowExecution.ID, started: info.WorkflowStartTime,
-		caps: in.Options.Caps.withDefaults(), price: priceWithDefaults(in.Options.ModelPrice)}
+		settings: inputSettings(in.Options, in.Claim.Currency)}
 	r.setClaim(in.Claim, 0)
 	r.status.State = StatusRunning
 	r.published, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(ClaimStatusKey)
 
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) {
 		s := r.status
-		s.Approval, s.Attempts = r.gate.Current(), r.gate.Attempts()
+		s.Approval, s.Attempts, s.AttemptsDropped = r.gate.Current(), r.gate.Attempts(), r.gate.Dropped()
 		s.ModelCalls = r.models
 		return s, nil
 	}); err != nil {
@@ -188,13 +192,28 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	r.publish(ctx, StatusRunning)
 
-	// 1. Intake: the system of record's version of the claim, and its policy.
+	// 1. Intake: the system of record's version of the claim, its policy,
+	// and the insurer's rules the worker holds. A claim the system of
+	// record does not hold is refused, and so is an input that tries to
+	// loosen the rules: the run ends at once, having done nothing.
 	r.enter(ctx, claim.StepIntake)
 	var loaded activities.LoadClaimResult
 	if err := r.exec(ctx, readStep, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &loaded); err != nil {
+		if isErrorType(err, activities.ErrNotRegistered) {
+			return ClaimResult{}, err
+		}
 		return r.deadLetter(ctx, err)
 	}
 	r.setClaim(loaded.Claim, loaded.Version)
+	r.amendedBy = loaded.AmendedBy
+	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionTrusted)
+	r.agent = version >= versionAgent
+	if version >= versionTrusted {
+		if err := r.adopt(loaded.Rules); err != nil {
+			workflow.GetLogger(ctx).Error("claim refused: its input loosens the insurer's policy", "error", err)
+			return ClaimResult{}, err
+		}
+	}
 	if loaded.Status == "withdrawn" {
 		return r.finish(ctx, StatusWithdrawn, "claim was withdrawn before processing")
 	}
@@ -203,7 +222,6 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// tools until it can (runs started before the loop make one call).
 	r.enter(ctx, claim.StepTriage)
 	var triage activities.TriageResult
-	r.agent = workflow.GetVersion(ctx, versionTriageAgent, workflow.DefaultVersion, 1) >= 1
 	if r.agent {
 		t, err := r.triageAgent(ctx)
 		if err != nil {
@@ -255,17 +273,36 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		}
 		r.publish(ctx, StatusRunning)
 
+		in := activities.LoadClaimInput{Claim: r.claim}
+		if r.trust != nil {
+			for _, v := range appr.Votes {
+				in.Keys = append(in.Keys, v.KeyID)
+			}
+		}
 		var now activities.LoadClaimResult
-		if err := r.exec(ctx, readStep, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &now); err != nil {
+		if err := r.exec(ctx, readStep, a.LoadClaim, in, &now); err != nil {
 			return r.deadLetter(ctx, err)
 		}
+		r.amendedBy = now.AmendedBy
 		if now.Status == "withdrawn" {
 			appr.Voided = fmt.Sprintf("claim withdrawn (version %d)", now.Version)
 			r.setClaim(now.Claim, now.Version)
 			return r.finish(ctx, StatusWithdrawn, "claim was withdrawn while awaiting approval")
 		}
+		if len(now.Revoked) > 0 {
+			// A key was revoked after it signed: the decision no longer
+			// counts, and a new request waits for approvers whose keys do.
+			appr.Voided = fmt.Sprintf("signing key %s revoked before the payment", strings.Join(now.Revoked, ", "))
+			workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
+			continue
+		}
 		change := changed(r.claim, now.Claim)
 		if change == "" {
+			if r.trust != nil && appr.PayoutMinor() < payout {
+				// An approver lowered the payout: pay what was approved, no more.
+				payout = appr.PayoutMinor()
+				r.status.PayoutMinor, r.status.Payout = payout, claim.FormatAmount(payout, r.claim.Currency)
+			}
 			break
 		}
 		appr.Voided = fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.status.Version, now.Version, change)
@@ -346,8 +383,15 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 	req := approvals.Request{ClaimID: c.ID, Payee: c.Claimant.StripeAccount, PayeeName: c.Claimant.Name,
 		AmountMinor: payout, Amount: claim.FormatAmount(payout, c.Currency), Currency: c.Currency,
 		Rationale: rationale, Coverage: r.coverage, Reasons: reasons}
-	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.in.Options.Approval, Approvers: dir.Approvers,
+	var trust *approvals.Trust
+	if r.trust != nil {
+		t := *r.trust
+		t.Services = dir.Services
+		trust = &t
+	}
+	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.approval, Approvers: dir.Approvers,
 		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
+		Excluded: r.amendedBy, Trust: trust,
 	}, approvals.Hooks{OnStage: r.onStage, Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
 		metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
 		return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
@@ -400,7 +444,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	r.enter(ctx, claim.StepAudit)
 	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: outcome, Reason: reason,
 		PayoutMinor: r.status.PayoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
-		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(),
+		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
 		// ClosedAt comes from step 8's recorded result, not workflow.Now: if
 		// this step runs again in a later workflow task, its record must be
 		// byte for byte the one it may already have written.
@@ -432,6 +476,26 @@ func capErr(cap, format string, args ...any) error {
 
 // ErrCap is the DeadLetter.ErrorType of a run stopped by one of its caps.
 const ErrCap = "CapReached"
+
+// isErrorType reports whether err is (or wraps) an application error of typ.
+func isErrorType(err error, typ string) bool {
+	var appErr *temporal.ApplicationError
+	return errors.As(err, &appErr) && appErr.Type() == typ
+}
+
+// adopt takes the worker's policy, as intake recorded it, tightened by the
+// input. Set once, before any step that depends on it.
+func (r *claimRun) adopt(rules *insurer.Rules) error {
+	if rules == nil {
+		return temporal.NewNonRetryableApplicationError("intake recorded no policy: the worker that ran it holds none", ErrLooserThanPolicy, nil)
+	}
+	s, err := policySettings(*rules, r.in.Options, r.claim.Currency)
+	if err != nil {
+		return err
+	}
+	r.settings = s
+	return nil
+}
 
 // exec runs one activity under the run's caps: it refuses to start past the
 // age or step cap, gives the activity no more retries than steps are left,
@@ -539,17 +603,14 @@ func (r *claimRun) result() ClaimResult {
 	return ClaimResult{ClaimID: r.status.ClaimID, Status: r.status.State, Reason: r.status.Reason,
 		PayoutMinor: r.status.PayoutMinor, Payout: r.status.Payout, Currency: r.status.Currency,
 		TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
-		Approval: r.gate.Current(), Approvals: r.gate.All(), Attempts: r.gate.Attempts(),
+		Approval: r.gate.Current(), Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
 		StepsExecuted: r.status.StepsExecuted, ModelSpendMicros: r.status.ModelSpendMicros}
 }
 
 // reviewReasons says why a human must decide, if one must.
 func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activities.Assessment) []string {
 	c := r.claim
-	limit := r.in.Options.AutoApproveLimitMinor
-	if limit <= 0 {
-		limit, _ = claim.ParseAmount(DefaultAutoApproveLimit, c.Currency)
-	}
+	limit := r.autoApproveMinor
 	var reasons []string
 	if payout > limit {
 		reasons = append(reasons, fmt.Sprintf("payout %s is above the auto-approve limit %s",
@@ -617,18 +678,11 @@ func (r *claimRun) stepDone(ctx workflow.Context, outcome string) {
 	size := int64(info.GetCurrentHistorySize())
 	metrics.Observe(ctx, metrics.ClaimHistoryBytes, size, step)
 	metrics.Observe(ctx, metrics.ClaimHistoryEvents, int64(info.GetCurrentHistoryLength()), step)
-	if budget := r.historyBudget(); size > budget && !r.overBudget {
+	if budget := r.historyBudget; size > budget && !r.overBudget {
 		r.overBudget = true
 		workflow.GetLogger(ctx).Warn("claim history is over its budget", "bytes", size, "budget", budget, "step", r.status.StepName)
 		metrics.Count(ctx, metrics.HistoryBudgetCrossed, step)
 	}
-}
-
-func (r *claimRun) historyBudget() int64 {
-	if b := r.in.Options.HistoryBudgetBytes; b > 0 {
-		return b
-	}
-	return DefaultHistoryBudgetBytes
 }
 
 // publish upserts ClaimStatus only when it changes: every upsert is a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
 // ClaimSuite drives ClaimWorkflow with mocked activities and a skipping
@@ -56,7 +58,9 @@ type calls struct {
 	// second read on (after an approval wait).
 	reread    func(*activities.LoadClaimResult)
 	approvers authority.Directory
-	tokens    int64
+	// rules is the worker's policy intake records (default: the defaults).
+	rules  *insurer.Rules
+	tokens int64
 	// model, when set, answers the triage turns instead of the rules.
 	model activities.Model
 }
@@ -115,6 +119,11 @@ func (s *ClaimSuite) SetupTest() {
 			if p, ok := policies[res.Claim.PolicyID]; ok {
 				res.Policy = &p
 			}
+			rules := insurer.Defaults()
+			if c.rules != nil {
+				rules = *c.rules
+			}
+			res.Rules = &rules
 			return res, nil
 		})
 	env.OnActivity(a.TriageClaim, mock.Anything, mock.Anything).Return(
@@ -221,12 +230,15 @@ func (s *ClaimSuite) SetupTest() {
 			c.add("open", "")
 			d := c.approvers
 			if d == nil {
-				var err error
-				if d, err = authority.Load(""); err != nil {
+				b, err := authority.Load("")
+				if err != nil {
 					return activities.OpenApprovalResult{}, err
 				}
+				d = b.Approvers
 			}
-			return activities.OpenApprovalResult{Approvers: d, Meta: one}, nil
+			inbox := testKeys()["inbox"]
+			return activities.OpenApprovalResult{Approvers: withKeys(d), Services: []authority.Service{{Name: "inbox", Key: inbox.Public()}},
+				Meta: one}, nil
 		}).Maybe()
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
 		sa := args.Get(0).(temporal.SearchAttributes)
@@ -311,7 +323,7 @@ func (s *ClaimSuite) TestBelowThresholdIsPaidWithoutAHuman() {
 func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {
 	var waiting Status
 	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
-	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "note": "photos check out"})
+	s.approve(2*time.Hour, "adjuster-17", note("photos check out"))
 	s.start(testClaim("claim-0042", "1840.00"), Options{})
 
 	s.Equal(StatusWaiting, waiting.State)
@@ -329,7 +341,11 @@ func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {
 	s.Equal("photos check out", d.Note)
 	s.Equal(approvals.Approve, d.Verdict)
 	s.Equal(approvals.StageWaiting, d.Stage)
-	s.False(d.HashBound)
+	s.True(d.HashBound, "a receipt names the full hash of the request it decides")
+	s.Equal(approvals.ProofReceipt, d.Proof)
+	s.Equal(testKeys()["adjuster-17"].Key.KeyID, d.KeyID)
+	s.NotEmpty(d.Receipt, "the receipt is kept: anyone can verify it again")
+	s.Equal(int64(184000), d.AmountMinor)
 	s.Equal("1840.00", d.Request.Amount, "the decision records the request the approver saw")
 	s.Len(s.calls.pays, 1)
 	s.Equal([]string{StatusRunning, StatusWaiting, StatusRunning, StatusPaid}, s.statuses())
@@ -337,7 +353,7 @@ func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {
 }
 
 func (s *ClaimSuite) TestRejectPaysNothing() {
-	s.signal(time.Hour, approvals.SignalReject, map[string]string{"approver": "adjuster-17", "reason": "duplicate of claim-0007"})
+	s.reject(time.Hour, "adjuster-17", "duplicate of claim-0007")
 	s.start(testClaim("claim-0043", "1840.00"), Options{})
 	r := s.result()
 	s.Equal(StatusRejected, r.Status)
@@ -381,7 +397,7 @@ func (s *ClaimSuite) TestCustomTTLs() {
 }
 
 func (s *ClaimSuite) TestApprovalDuringEscalationIsHonoured() {
-	s.signal(80*time.Hour, approvals.SignalApprove, map[string]string{"approver": "supervisor-3"})
+	s.approve(80*time.Hour, "supervisor-3", nil)
 	s.start(testClaim("claim-0046", "2500.00"), Options{})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
@@ -396,11 +412,13 @@ func (s *ClaimSuite) TestMalformedAndDuplicateSignalsAreRecordedAndIgnored() {
 	s.signal(2*time.Minute, approvals.SignalApprove, map[string]string{"note": "no approver"})    // missing approver
 	s.signal(3*time.Minute, approvals.SignalApprove, map[string]string{"aprover": "adjuster-17"}) // misspelt
 	s.signal(4*time.Minute, approvals.SignalApprove, nil)                                         // empty
-	s.signal(5*time.Minute, approvals.SignalReject, map[string]string{"approver": "adjuster-17"}) // no reason
+	s.reject(5*time.Minute, "adjuster-17", "")                                                    // no reason
 	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17"}) // accepted
-		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17"}) // duplicate
-		s.env.SignalWorkflow(approvals.SignalReject, map[string]string{"approver": "adjuster-9", "reason": "late"})
+		ok := s.receipt("adjuster-17", "adjuster-17", approvals.Approve, nil)
+		s.env.SignalWorkflow(approvals.SignalApprove, approvals.Input{Receipt: ok}) // accepted
+		s.env.SignalWorkflow(approvals.SignalApprove, approvals.Input{Receipt: ok}) // duplicate
+		s.env.SignalWorkflow(approvals.SignalReject, approvals.Input{Receipt: s.receipt("adjuster-9", "adjuster-9", approvals.Reject,
+			func(r *approvals.Receipt) { r.Reason = "late" })})
 	}, 6*time.Minute)
 	s.start(testClaim("claim-0047", "1840.00"), Options{})
 
@@ -409,7 +427,7 @@ func (s *ClaimSuite) TestMalformedAndDuplicateSignalsAreRecordedAndIgnored() {
 	s.Len(s.calls.pays, 1)
 	att := r.Attempts
 	s.Require().Len(att, 8)
-	for i, want := range []string{"malformed payload", "approver is required", "unknown field", "empty payload",
+	for i, want := range []string{"malformed payload", "unsigned", "unknown field", "empty payload",
 		"needs a reason", "", "not waiting", "not waiting"} {
 		if want == "" {
 			s.True(att[i].Accepted, "attempt %d", i)
@@ -434,32 +452,41 @@ func (s *ClaimSuite) TestSignalBeforeTheWaitIsRefused() {
 	s.Contains(r.Attempts[0].Refusal, "not waiting")
 }
 
-func (s *ClaimSuite) TestStaleHashIsRefusedAndMatchingPrefixAccepted() {
-	var sum string
-	s.env.RegisterDelayedCallback(func() { sum = s.status().Approval.RequestSHA256 }, time.Minute)
-	s.signal(2*time.Minute, approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "payload_sha256": "0123456789ab"})
-	s.env.RegisterDelayedCallback(func() {
-		s.env.SignalWorkflow(approvals.SignalApprove, map[string]string{"approver": "adjuster-17", "payload_sha256": sum[:12]})
-	}, 3*time.Minute)
+func (s *ClaimSuite) TestStaleHashIsRefused() {
+	s.approve(2*time.Minute, "adjuster-17", func(r *approvals.Receipt) { r.RequestSHA256 = strings.Repeat("0", 64) })
+	s.approve(3*time.Minute, "adjuster-17", nil)
 	s.start(testClaim("claim-0049", "1840.00"), Options{})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
 	s.Require().Len(r.Attempts, 2)
 	s.Contains(r.Attempts[0].Refusal, "stale decision")
+	s.Equal(approvals.CodeStaleHash, r.Attempts[0].Code)
 	s.True(r.Approval.Decision.HashBound)
 }
 
+// The threshold is the worker's policy; the input may lower it, never
+// raise it.
 func (s *ClaimSuite) TestConfigurableThreshold() {
-	c := testClaim("claim-0050", "1840.00")
-	s.start(c, Options{AutoApproveLimitMinor: 500_000})
+	rules := insurer.Defaults()
+	rules.AutoApproveLimit = "5000"
+	s.calls.rules = &rules
+	s.start(testClaim("claim-0050", "1840.00"), Options{})
 	s.Equal(StatusPaid, s.result().Status)
 	s.Nil(s.result().Approval)
+}
+
+func (s *ClaimSuite) TestInputMayLowerTheThreshold() {
+	s.reject(time.Hour, "adjuster-17", "checked by hand")
+	s.start(testClaim("claim-0050", "640.00"), Options{AutoApproveLimitMinor: 50_000})
+	r := s.result()
+	s.Equal(StatusRejected, r.Status)
+	s.Contains(r.Approval.Request.Reasons[0], "above the auto-approve limit 500.00")
 }
 
 func (s *ClaimSuite) TestFraudSignalsSendSmallClaimsToAHuman() {
 	c := testClaim("claim-0051", "200.00")
 	c.Description, c.Documents = "urgent cash", nil // thin, pressure language, no documents
-	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(time.Hour, "adjuster-17", nil)
 	s.start(c, Options{})
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
@@ -482,7 +509,7 @@ func (s *ClaimSuite) TestUncoveredClaimIsRejectedWithoutAssessment() {
 func (s *ClaimSuite) TestDeductibleAndLimitClampThePayout() {
 	c := testClaim("claim-0053", "2000.00")
 	c.PolicyID = "pol-2002" // deductible 250, limit 1500
-	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(time.Hour, "adjuster-17", nil)
 	s.start(c, Options{})
 	r := s.result()
 	s.Equal("1500.00", r.Payout)

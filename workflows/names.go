@@ -50,13 +50,20 @@ const (
 const WorkflowTaskTimeout = 4 * time.Second
 
 // StartOptions are the options every program starting a claim uses: the
-// claim ID as workflow ID, one run per claim ever, ClaimStatus set from the
-// start (no upsert event), and the workflow task timeout.
+// claim ID as workflow ID, ClaimStatus set from the start (no upsert
+// event), and the workflow task timeout. A claim runs to an outcome once:
+// a run that completed (paid, rejected, expired, withdrawn, dead-lettered)
+// is never started again. A run that failed did nothing: it was refused at
+// intake (an unregistered claim, an input that loosens the policy) or ended
+// by an operator. Such a claim may be started again, so nobody who can
+// reach the frontend can block a real claim by starting a bad run under
+// its ID first; every side effect is keyed by the claim, so a repeat of a
+// terminated run's steps is a replay, never a second effect.
 func StartOptions(claimID string) client.StartWorkflowOptions {
 	return client.StartWorkflowOptions{
 		ID:                       claimID,
 		TaskQueue:                TaskQueue,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
 		// Without this the SDK quietly hands back the existing run, and a
 		// starter could not tell that nothing new was started.
@@ -74,10 +81,16 @@ type ClaimInput struct {
 }
 
 // Options are per-claim settings, fixed at start so replays see the same.
+// The insurer's policy is the worker's (see internal/insurer): an option may
+// only tighten it (a lower limit, shorter waits, reject on expiry, lower
+// caps); a looser one ends the run at once (ErrLooserThanPolicy). Zero means
+// the policy's value.
 type Options struct {
 	// AutoApproveLimitMinor is the largest payout paid without a human, in
-	// minor units of the claim's currency (default DefaultAutoApproveLimit).
+	// minor units of the claim's currency.
 	AutoApproveLimitMinor int64 `json:"auto_approve_limit_minor,omitempty"`
+	// FourEyesAboveMinor is the payout above which two approvers must agree.
+	FourEyesAboveMinor int64 `json:"four_eyes_above_minor,omitempty"`
 	// Approval is the wait's TTL and escalation policy.
 	Approval approvals.Policy `json:"approval"`
 	// Caps bound the run; a run that hits one is dead-lettered.
@@ -173,10 +186,12 @@ type Status struct {
 	PayoutMinor int64  `json:"payout_minor"`
 	// Approval is the pending (or last) approval: the request, its SHA-256,
 	// the stage and the deadline.
-	Approval   *approvals.Approval `json:"approval,omitempty"`
-	Attempts   []approvals.Attempt `json:"decision_attempts,omitempty"`
-	TransferID string              `json:"transfer_id,omitempty"`
-	Reason     string              `json:"reason,omitempty"`
+	Approval *approvals.Approval `json:"approval,omitempty"`
+	Attempts []approvals.Attempt `json:"decision_attempts,omitempty"`
+	// AttemptsDropped counts refused attempts past the trail's bound.
+	AttemptsDropped int    `json:"decision_attempts_dropped,omitempty"`
+	TransferID      string `json:"transfer_id,omitempty"`
+	Reason          string `json:"reason,omitempty"`
 	// Version is the claim's version in the system of record, as last read.
 	Version int64 `json:"version"`
 	// StepsExecuted counts activity executions, retries included.
@@ -206,6 +221,7 @@ type ClaimResult struct {
 	Approval         *approvals.Approval   `json:"approval,omitempty"`
 	Approvals        []*approvals.Approval `json:"approvals,omitempty"`
 	Attempts         []approvals.Attempt   `json:"decision_attempts,omitempty"`
+	AttemptsDropped  int                   `json:"decision_attempts_dropped,omitempty"`
 	StepsExecuted    int                   `json:"steps_executed"`
 	ModelSpendMicros int64                 `json:"model_spend_micros"`
 	// DeadLetter says where a dead-lettered run stopped and which side
@@ -237,6 +253,7 @@ type AuditRecord struct {
 	Models          []ModelUse            `json:"models,omitempty"`
 	Approvals       []*approvals.Approval `json:"approvals,omitempty"`
 	Attempts        []approvals.Attempt   `json:"decision_attempts,omitempty"`
+	AttemptsDropped int                   `json:"decision_attempts_dropped,omitempty"`
 	ClaimVersion    int64                 `json:"claim_version"`
 	NotificationID  string                `json:"notification_id,omitempty"`
 	ClosedAt        time.Time             `json:"closed_at"`

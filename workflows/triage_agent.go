@@ -12,9 +12,23 @@ import (
 	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
-// versionTriageAgent marks the change from one triage call to the agent
-// loop: runs recorded before it replay their single call.
-const versionTriageAgent = "triage-agent"
+// versionClaim is the claim workflow's change ID for workflow.GetVersion,
+// read once, right after intake. Each version is a change to the command
+// sequence; runs recorded under an older one replay as they ran:
+//
+//	DefaultVersion  one triage call; decisions name their approver
+//	versionAgent    triage is the agent loop
+//	versionTrusted  the worker's policy (recorded at intake) rules the run and the
+//	                input may only tighten it; decisions need signed receipts;
+//	                four eyes above the threshold
+//
+// (The ID keeps the name it was introduced under.)
+const versionClaim = "triage-agent"
+
+const (
+	versionAgent   = 1
+	versionTrusted = 2
+)
 
 // toolStep runs one tool of the triage agent: a local activity, a read (or
 // an idempotent flag) that costs nothing to repeat, so it may follow a

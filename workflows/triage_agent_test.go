@@ -32,7 +32,7 @@ func (s *ClaimSuite) TestTriageTurnCapSendsTheClaimToAHuman() {
 	s.calls.model = greedyModel{}
 	var waiting Status
 	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
-	s.signal(2*time.Hour, approvals.SignalReject, map[string]string{"approver": "adjuster-17", "reason": "cannot classify"})
+	s.reject(2*time.Hour, "adjuster-17", "cannot classify")
 	s.start(testClaim("claim-0080", "640.00"), Options{Caps: Caps{MaxTriageTurns: 3}})
 
 	s.Equal([]claim.IdempotencyKey{"claim-0080:step2:turn1", "claim-0080:step2:turn2", "claim-0080:step2:turn3"}, s.calls.keys["triage"])
@@ -69,7 +69,7 @@ func (s *ClaimSuite) TestTriageTokenCapSendsTheClaimToAHuman() {
 func (s *ClaimSuite) TestStatusShowsUsageAndCostPerCall() {
 	var waiting Status
 	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
-	s.signal(2*time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
+	s.approve(2*time.Hour, "adjuster-17", nil)
 	s.start(testClaim("claim-0082", "1840.00"), Options{})
 
 	s.Require().Len(waiting.ModelCalls, 3)

@@ -111,7 +111,9 @@ func TestTriageAgentResumesFromItsRecordedTurns(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, turns)
-	w.signal("claim-e2e-fraud", "reject", map[string]string{"approver": "adjuster-17", "reason": "fraud"})
+	out, err = w.cli("workflow", "signal", "--workflow-id", "claim-e2e-fraud", "--name", "reject",
+		"--input", w.receipt("reject", "claim-e2e-fraud", "adjuster-17", "--reason", "fraud"))
+	require.NoError(t, err, out)
 	assert.Equal(t, workflows.StatusRejected, w.result("claim-e2e-fraud").Status)
 	s, err := store.Open(w.store)
 	require.NoError(t, err)

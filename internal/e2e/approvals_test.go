@@ -27,13 +27,11 @@ func (w *world) ctl(args ...string) (string, error) {
 
 func (w *world) decide(id string, in map[string]string) (string, error) {
 	b, _ := json.Marshal(in)
-	return w.cli("workflow", "update", "execute", "--workflow-id", id, "--name", "decide", "--input", string(b))
+	return w.decideRaw(id, string(b))
 }
 
-func (w *world) signal(id, name string, in map[string]string) {
-	b, _ := json.Marshal(in)
-	out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", name, "--input", string(b))
-	require.NoError(w.t, err, out)
+func (w *world) decideRaw(id, payload string) (string, error) {
+	return w.cli("workflow", "update", "execute", "--workflow-id", id, "--name", "decide", "--input", payload)
 }
 
 func (w *world) status(id string) workflows.Status {
@@ -55,19 +53,19 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	w.waitStatus(id, workflows.StatusWaiting)
 
 	for _, tc := range []struct {
-		in   map[string]string
+		in   string
 		want string
 	}{
-		{map[string]string{"approver": "mallory", "decision": "approve"}, `unknown approver`},
-		{map[string]string{"approver": "adjuster-9", "decision": "approve"}, "over limit: adjuster-9 may decide up to 1500.00 USD"},
-		{map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": "0123456789ab"}, "stale decision"},
-		{map[string]string{"approver": "adjuster-17", "decision": "reject"}, "a rejection needs a reason"},
+		{`{"approver":"mallory","decision":"approve"}`, `unsigned: a decision needs a signed receipt`},
+		{w.receipt("approve", id, "adjuster-9"), "over limit: adjuster-9 may decide up to 1500.00 USD"},
+		{w.receipt("approve", id, "adjuster-17", "--request-sha256", strings.Repeat("0", 64)), "stale decision"},
+		{w.receipt("reject", id, "adjuster-17"), "a rejection needs a reason"},
 	} {
-		out, err := w.decide(id, tc.in)
+		out, err := w.decideRaw(id, tc.in)
 		assert.Equal(t, 1, exitCode(err), "a refused update fails the command: %s", out)
 		assert.Contains(t, out, tc.want)
 	}
-	w.signal(id, "approve", map[string]string{"approver": "adjuster-9"}) // over limit, by signal
+	w.approve(id, "adjuster-9") // over limit, by signal
 	assert.Equal(t, workflows.StatusWaiting, w.status(id).State, "nothing refused changed the claim")
 
 	// Operators find waits by stage and deadline through visibility.
@@ -81,11 +79,11 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(query(deadline.Add(time.Minute)), id) }, testTimeout, pollEvery)
 	assert.NotContains(t, query(deadline.Add(-time.Minute)), id, "not yet past its deadline")
 
-	sum := w.status(id).Approval.RequestSHA256
-	out, err := w.decide(id, map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": sum[:12], "note": "checked"})
+	out, err := w.decideRaw(id, w.receipt("approve", id, "adjuster-17", "--note", "checked"))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "approver:adjuster-17")
 	assert.Contains(t, out, "hash_bound:true")
+	assert.Contains(t, out, "proof:receipt")
 	r := w.result(id)
 	assert.Equal(t, workflows.StatusPaid, r.Status)
 	assert.Equal(t, "update", r.Approval.Decision.Channel)
@@ -99,14 +97,14 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "from the audit record (step 9); outcome paid")
 	assert.Contains(t, out, "decision: approve by adjuster-17 (adjuster) via update")
-	assert.Contains(t, out, "bound to the request hash")
+	assert.Contains(t, out, "proven by a receipt signed with adjuster-17-")
 	assert.Equal(t, 4, strings.Count(out, "refused before history"), out)
-	assert.Contains(t, out, "refused: over limit", "the refused signal is in history")
+	assert.Contains(t, out, "refused (over-limit): over limit", "the refused signal is in history")
 	assert.Contains(t, out, "ACCEPTED")
 }
 
 // A claim withdrawn or amended while it waits: the approval given for the
-// old facts does not pay.
+// old facts does not pay, and whoever amended the claim may not approve it.
 func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
 	w := newWorld(t)
 	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
@@ -116,19 +114,20 @@ func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
 
 	out, err := w.ctl("withdraw", "claim-e2e-withdraw")
 	require.NoError(t, err, out)
-	w.signal("claim-e2e-withdraw", "approve", map[string]string{"approver": "adjuster-17"})
+	w.approve("claim-e2e-withdraw", "adjuster-17")
 	r := w.result("claim-e2e-withdraw")
 	assert.Equal(t, workflows.StatusWithdrawn, r.Status)
 	n, _ := w.transfers("claim-e2e-withdraw")
 	assert.Zero(t, n, "a withdrawn claim is never paid")
-	out, err = w.ctl("amend", "claim-e2e-withdraw", "--amount", "10.00")
+	out, err = w.ctl("amend", "claim-e2e-withdraw", "--by", "adjuster-9", "--amount", "10.00")
 	assert.Error(t, err, "a closed claim cannot be amended: %s", out)
 
 	first := w.status("claim-e2e-amend").Approval.RequestSHA256
-	out, err = w.ctl("amend", "claim-e2e-amend", "--amount", "2100.00")
+	stale := w.receipt("approve", "claim-e2e-amend", "adjuster-17", "--request-sha256", first)
+	out, err = w.ctl("amend", "claim-e2e-amend", "--by", "adjuster-9", "--amount", "2100.00")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "amended to 2100.00 usd")
-	w.signal("claim-e2e-amend", "approve", map[string]string{"approver": "adjuster-17", "payload_sha256": first})
+	assert.Contains(t, out, "amended by adjuster-9 to 2100.00 usd")
+	w.approve("claim-e2e-amend", "adjuster-17")
 	// The approval was for 1840.00: void; a new request for 2100.00 waits.
 	var second workflows.Status
 	require.Eventually(t, func() bool {
@@ -136,9 +135,10 @@ func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
 		return second.Approval != nil && second.Approval.RequestSHA256 != first && second.State == workflows.StatusWaiting
 	}, testTimeout, pollEvery)
 	assert.Equal(t, "2100.00", second.Approval.Request.Amount)
-	out, err = w.decide("claim-e2e-amend", map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": first})
+	out, err = w.decideRaw("claim-e2e-amend", stale)
 	assert.Equal(t, 1, exitCode(err), "the old hash is stale now: %s", out)
-	out, err = w.decide("claim-e2e-amend", map[string]string{"approver": "adjuster-17", "decision": "approve", "payload_sha256": second.Approval.RequestSHA256})
+	assert.Contains(t, out, "stale decision")
+	out, err = w.decideRaw("claim-e2e-amend", w.receipt("approve", "claim-e2e-amend", "supervisor-3", "--as", "supervisor-3"))
 	require.NoError(t, err, out)
 	r = w.result("claim-e2e-amend")
 	assert.Equal(t, workflows.StatusPaid, r.Status)

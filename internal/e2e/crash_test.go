@@ -34,6 +34,7 @@ type world struct {
 	client   client.Client
 	store    string
 	mail     string
+	keys     string                 // approvers' private keys, one file each
 	stripe   *activities.Activities // only its Stripe client, to list transfers
 }
 
@@ -50,7 +51,39 @@ func newWorld(t *testing.T) *world {
 		"BLOB_URL=file://" + filepath.Join(dir, "blobs") + "?create_dir=true",
 	}
 	w.stripe = &activities.Activities{Stripe: activities.NewStripeClient(activities.StripeConfig{APIBase: stripeURL})}
+	w.makeKeys(dir)
 	return w
+}
+
+// makeKeys gives every sample approver a signing key with the real
+// claimsctl keygen, as an operator would, and points the worker at the
+// directory holding their public halves.
+func (w *world) makeKeys(dir string) {
+	w.keys = filepath.Join(dir, "keys")
+	directory := filepath.Join(dir, "approvers.json")
+	for _, id := range []string{"adjuster-17", "adjuster-9", "supervisor-3"} {
+		out, err := testenv.Run(w.t, nil, filepath.Join(w.bin, "claimsctl"), "keygen", "--approver", id,
+			"--out", filepath.Join(w.keys, id+".key"), "--directory", directory)
+		require.NoError(w.t, err, out)
+	}
+	w.env = append(w.env, "APPROVERS_FILE="+directory)
+}
+
+// receipt is a signed decision from approver's key file, made by the real
+// claimsctl receipt: the payload for temporal workflow signal or update.
+func (w *world) receipt(verdict, id, approver string, flags ...string) string {
+	w.t.Helper()
+	args := append([]string{"receipt", verdict, id, "--key", filepath.Join(w.keys, approver+".key")}, flags...)
+	out, err := testenv.RunStdout(w.t, w.env, filepath.Join(w.bin, "claimsctl"), args...)
+	require.NoError(w.t, err, out)
+	return strings.TrimSpace(out)
+}
+
+// approve signals a signed approval through the real Temporal CLI.
+func (w *world) approve(id, approver string, flags ...string) {
+	w.t.Helper()
+	out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", "approve", "--input", w.receipt("approve", id, approver, flags...))
+	require.NoError(w.t, err, out)
 }
 
 func (w *world) claimFile(id, amount string) string {
@@ -172,9 +205,7 @@ func TestCrashesCostOneStepAndNeverASecondPayment(t *testing.T) {
 	// Step 7 on an approved claim: approve through the real CLI.
 	w.start(w.claimFile("claim-e2e-notify", "1840.00"))
 	w.waitStatus("claim-e2e-notify", workflows.StatusWaiting)
-	out, err := testenv.Run(t, nil, w.temporal, "workflow", "signal", "--address", addr(w.env), "--namespace", "default",
-		"--workflow-id", "claim-e2e-notify", "--name", "approve", "--input", `{"approver":"adjuster-17","note":"e2e"}`)
-	require.NoError(t, err, out)
+	w.approve("claim-e2e-notify", "adjuster-17", "--note", "e2e")
 	notify := w.result("claim-e2e-notify")
 	assert.Equal(t, workflows.StatusPaid, notify.Status)
 	assert.Equal(t, "adjuster-17", notify.Approval.Decision.Approver)
@@ -213,7 +244,7 @@ func TestCrashesCostOneStepAndNeverASecondPayment(t *testing.T) {
 	assert.Equal(t, int64(184000), total)
 
 	// The operator's view agrees, computed from the provider.
-	out, err = testenv.Run(t, w.env, filepath.Join(w.bin, "claimsctl"), "payments", "claim-e2e-pay", "claim-e2e-notify", "claim-e2e-assess")
+	out, err := testenv.Run(t, w.env, filepath.Join(w.bin, "claimsctl"), "payments", "claim-e2e-pay", "claim-e2e-notify", "claim-e2e-assess")
 	require.NoError(t, err, out)
 	assert.Equal(t, "claim-e2e-pay: 1 transfer, total 640.00 usd\nclaim-e2e-notify: 1 transfer, total 1840.00 usd\nclaim-e2e-assess: 1 transfer, total 320.00 usd\n", out)
 	out, err = testenv.Run(t, w.env, filepath.Join(w.bin, "claimsctl"), "show", "claim-e2e-pay")
@@ -244,9 +275,12 @@ func TestCrashesCostOneStepAndNeverASecondPayment(t *testing.T) {
 	assert.Equal(t, 1, pays)
 }
 
-func addr(env []string) string {
+func addr(env []string) string { return envValue(env, "TEMPORAL_ADDRESS") }
+
+// envValue is the value of name in an environment list.
+func envValue(env []string, name string) string {
 	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "TEMPORAL_ADDRESS="); ok {
+		if v, ok := strings.CutPrefix(e, name+"="); ok {
 			return v
 		}
 	}

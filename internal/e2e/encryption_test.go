@@ -30,7 +30,7 @@ func TestClaimDataIsEncryptedInHistory(t *testing.T) {
 	id := "claim-e2e-secret"
 	w.start(w.claimFile(id, "1840.00"))
 	w.waitStatusEncrypted(t, id)
-	w.signal(id, "approve", map[string]string{"approver": "adjuster-17"})
+	w.approve(id, "adjuster-17")
 	out, err := w.ctl("wait", "--closed", "--timeout", "1m", id)
 	require.NoError(t, err, out)
 

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -76,6 +75,7 @@ func TestCrashMatrix(t *testing.T) {
 				"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "CLAIMS_TASK_QUEUE=" + queue, "LOG_LEVEL=info",
 				"BLOB_URL=file://" + filepath.Join(dir, "blobs") + "?create_dir=true",
 			}
+			w.makeKeys(dir)
 			worker := testenv.Supervise(t, w.env, filepath.Join(bin, "worker"),
 				"--crash-at", fmt.Sprintf("%s:%d:%s", id, tc.step, tc.phase), "--crash-state", filepath.Join(dir, "crash-fired"))
 
@@ -87,11 +87,11 @@ func TestCrashMatrix(t *testing.T) {
 			opts.TaskQueue = queue
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			run, err := w.client.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, workflows.ClaimInput{Claim: matrixClaim(t, id, amount)})
+			run, err := w.client.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, workflows.ClaimInput{Claim: w.register(id, amount)})
 			require.NoError(t, err)
 			if tc.approval {
 				w.waitStatus(id, workflows.StatusWaiting)
-				w.signal(id, "approve", map[string]string{"approver": "adjuster-17"})
+				w.approve(id, "adjuster-17")
 			}
 			var r workflows.ClaimResult
 			require.NoError(t, run.Get(ctx, &r))
@@ -139,15 +139,16 @@ func TestCrashMatrix(t *testing.T) {
 	}
 }
 
-// matrixClaim is started without the starter: its document is a path the
-// worker stores in the blob store at intake (step 1).
-func matrixClaim(t *testing.T, id, amount string) claim.Claim {
-	doc := filepath.Join(t.TempDir(), "a.jpg")
-	require.NoError(t, os.WriteFile(doc, []byte("a photo of "+id), 0o644))
-	c, err := claim.File{ClaimID: id, PolicyID: "pol-1001",
-		Claimant: claim.Claimant{Name: "Ada Lovelace", Email: "ada@example.com", StripeAccount: "acct_1Ada"},
-		Amount:   amount, Currency: "usd", Description: "A burst pipe flooded the kitchen overnight",
-		Documents: []claim.Document{{Name: "a.jpg", Path: doc}}}.Claim()
-	require.NoError(t, err)
-	return c
+// register registers a claim as an intake system would (the starter's
+// --register-only: its document goes to the blob store) and returns it as
+// the system of record holds it, for a run started on its own task queue.
+func (w *world) register(id, amount string) claim.Claim {
+	out, err := testenv.Run(w.t, w.env, filepath.Join(w.bin, "starter"), "--register-only", w.claimFile(id, amount))
+	require.NoError(w.t, err, out)
+	st, err := store.Open(w.store)
+	require.NoError(w.t, err)
+	defer st.Close()
+	rec, err := st.GetClaim(context.Background(), id)
+	require.NoError(w.t, err)
+	return rec.Claim
 }

@@ -7,6 +7,7 @@ package refusals
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/interceptor"
@@ -79,12 +80,28 @@ func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInp
 		}
 	}
 	ref := store.Refusal{ClaimID: workflow.GetInfo(ctx).WorkflowExecution.ID, At: time.Now().UTC(), Channel: "update",
-		Approver: d.Approver, Decision: string(d.Decision), PayloadSHA256: d.PayloadSHA256, Reason: err.Error()}
+		Approver: d.Approver, Decision: string(d.Decision), PayloadSHA256: d.PayloadSHA256, Code: approvals.RefusalCode(err), Reason: err.Error()}
+	if d.Receipt != "" {
+		// Who and what the receipt claims, unverified: the trail records
+		// what was attempted, the refusal says why it did not count.
+		kid, r, _ := approvals.PeekReceipt(d.Receipt)
+		ref.Approver, ref.Decision, ref.PayloadSHA256, ref.KeyID = r.Subject, string(r.Verdict), r.RequestSHA256, kid
+	}
+	ref.Approver, ref.PayloadSHA256, ref.KeyID = clip(ref.Approver, 128), clip(ref.PayloadSHA256, 64), clip(ref.KeyID, 128)
+	ref.Reason = clip(ref.Reason, 1024)
 	select {
 	case i.r.ch <- ref:
 	default:
-		i.r.log.Error("refusal queue full; refused decision not recorded", "claim", ref.ClaimID, "approver", d.Approver)
+		i.r.log.Error("refusal queue full; refused decision not recorded", "claim", ref.ClaimID, "code", ref.Code)
 	}
-	i.r.log.Warn("decision refused", "claim", ref.ClaimID, "channel", "update", "approver", d.Approver, "refusal", ref.Reason)
+	i.r.log.Warn("decision refused", "claim", ref.ClaimID, "channel", "update", "code", ref.Code, "refusal", ref.Reason)
 	return err
+}
+
+// clip bounds what one refused update may write to the store.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -125,7 +127,31 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: schema in %s: %w", path, err)
 	}
+	for _, c := range []struct{ table, column, typ string }{
+		{"claims", "amended_by", "TEXT"}, {"refusals", "code", "TEXT NOT NULL DEFAULT ''"}, {"refusals", "kid", "TEXT NOT NULL DEFAULT ''"},
+	} {
+		if err := addColumn(db, c.table, c.column, c.typ); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("store: schema in %s: %w", path, err)
+		}
+	}
 	return &Store{db: db, now: time.Now}, nil
+}
+
+// addColumn adds a column that stores created before it lack.
+func addColumn(db *sql.DB, table, column, typ string) error {
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	_, err := db.Exec(fmt.Sprintf(`ALTER TABLE %s ADD COLUMN %s %s`, table, column, typ))
+	if err != nil && strings.Contains(err.Error(), "duplicate column") {
+		return nil // another process added it first
+	}
+	return err
 }
 
 // Close releases the database.
@@ -140,6 +166,8 @@ type Record struct {
 	Version    int64       `json:"version"`
 	ClosedKey  string      `json:"closed_key,omitempty"`
 	TransferID string      `json:"transfer_id,omitempty"`
+	// AmendedBy lists who amended the claim, in order, once each.
+	AmendedBy []string `json:"amended_by,omitempty"`
 }
 
 // PutClaim registers a claim. Registering the same claim again is a no-op
@@ -174,9 +202,9 @@ func (s *Store) PutClaim(ctx context.Context, c claim.Claim) (Record, bool, erro
 func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
 	var rec Record
 	var body string
-	var closedKey, transferID sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT body, status, version, closed_key, transfer_id FROM claims WHERE id = ?`, id).
-		Scan(&body, &rec.Status, &rec.Version, &closedKey, &transferID)
+	var closedKey, transferID, amendedBy sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT body, status, version, closed_key, transfer_id, amended_by FROM claims WHERE id = ?`, id).
+		Scan(&body, &rec.Status, &rec.Version, &closedKey, &transferID, &amendedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
 	}
@@ -187,6 +215,11 @@ func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
 		return Record{}, fmt.Errorf("store: claim %s body: %w", id, err)
 	}
 	rec.ClosedKey, rec.TransferID = closedKey.String, transferID.String
+	if amendedBy.String != "" {
+		if err := json.Unmarshal([]byte(amendedBy.String), &rec.AmendedBy); err != nil {
+			return Record{}, fmt.Errorf("store: claim %s amended_by: %w", id, err)
+		}
+	}
 	return rec, nil
 }
 
@@ -397,13 +430,18 @@ type Refusal struct {
 	Approver      string    `json:"approver"`
 	Decision      string    `json:"decision"`
 	PayloadSHA256 string    `json:"payload_sha256,omitempty"`
-	Reason        string    `json:"refusal"`
+	// Code is the refusal's stable name (unsigned, unknown-key…); KeyID the
+	// key a receipt claimed to be signed with.
+	Code   string `json:"code,omitempty"`
+	KeyID  string `json:"kid,omitempty"`
+	Reason string `json:"refusal"`
 }
 
 // RecordRefusal appends a refused decision.
 func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO refusals (claim_id, at, channel, approver, decision, payload_sha256, reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, r.ClaimID, r.At.UTC().Format(time.RFC3339Nano), r.Channel, r.Approver, r.Decision, r.PayloadSHA256, r.Reason)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO refusals (claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ClaimID, r.At.UTC().Format(time.RFC3339Nano), r.Channel, r.Approver, r.Decision, r.PayloadSHA256,
+		r.Code, r.KeyID, r.Reason)
 	if err != nil {
 		return fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
 	}
@@ -412,7 +450,7 @@ func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
 
 // Refusals lists a claim's refused decisions, oldest first.
 func (s *Store) Refusals(ctx context.Context, claimID string) ([]Refusal, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT claim_id, at, channel, approver, decision, payload_sha256, reason
+	rows, err := s.db.QueryContext(ctx, `SELECT claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason
 		FROM refusals WHERE claim_id = ? ORDER BY id`, claimID)
 	if err != nil {
 		return nil, fmt.Errorf("store: refusals of %s: %w", claimID, err)
@@ -422,7 +460,7 @@ func (s *Store) Refusals(ctx context.Context, claimID string) ([]Refusal, error)
 	for rows.Next() {
 		var r Refusal
 		var at string
-		if err := rows.Scan(&r.ClaimID, &at, &r.Channel, &r.Approver, &r.Decision, &r.PayloadSHA256, &r.Reason); err != nil {
+		if err := rows.Scan(&r.ClaimID, &at, &r.Channel, &r.Approver, &r.Decision, &r.PayloadSHA256, &r.Code, &r.KeyID, &r.Reason); err != nil {
 			return nil, err
 		}
 		r.At, _ = time.Parse(time.RFC3339Nano, at)
@@ -435,17 +473,21 @@ func (s *Store) Refusals(ctx context.Context, claimID string) ([]Refusal, error)
 var ErrClosed = errors.New("claim is closed")
 
 // Amend changes an open claim (its amount or payee, say), bumping its
-// version. A running workflow notices when it next re-reads the claim:
-// after an approval wait, before it pays.
-func (s *Store) Amend(ctx context.Context, id string, change func(*claim.Claim) error) (Record, error) {
+// version, and records who amended it: that person may not approve it. A
+// running workflow notices when it next re-reads the claim: after an
+// approval wait, before it pays.
+func (s *Store) Amend(ctx context.Context, id, by string, change func(*claim.Claim) error) (Record, error) {
+	if strings.TrimSpace(by) == "" {
+		return Record{}, errors.New("store: amend: who amends the claim is required")
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
 	}
 	defer tx.Rollback()
 	var body, status string
-	var closedKey sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT body, status, closed_key FROM claims WHERE id = ?`, id).Scan(&body, &status, &closedKey)
+	var closedKey, amendedBy sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT body, status, closed_key, amended_by FROM claims WHERE id = ?`, id).Scan(&body, &status, &closedKey, &amendedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
 	}
@@ -469,7 +511,21 @@ func (s *Store) Amend(ctx context.Context, id string, change func(*claim.Claim) 
 	if err != nil {
 		return Record{}, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE claims SET body = ?, version = version + 1, updated_at = ? WHERE id = ?`, string(nb), s.stamp(), id); err != nil {
+	var amenders []string
+	if amendedBy.String != "" {
+		if err := json.Unmarshal([]byte(amendedBy.String), &amenders); err != nil {
+			return Record{}, err
+		}
+	}
+	if !slices.Contains(amenders, by) {
+		amenders = append(amenders, by)
+	}
+	ab, err := json.Marshal(amenders)
+	if err != nil {
+		return Record{}, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE claims SET body = ?, amended_by = ?, version = version + 1, updated_at = ? WHERE id = ?`,
+		string(nb), string(ab), s.stamp(), id); err != nil {
 		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -132,6 +132,23 @@ func Run(t testing.TB, env []string, name string, args ...string) (string, error
 	return b.String(), err
 }
 
+// RunStdout runs a command to completion and returns its standard output
+// alone (standard error goes to the test log).
+func RunStdout(t testing.TB, env []string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errOut.String(), err
+	}
+	return out.String(), nil
+}
+
 // Supervised is a worker process restarted whenever it dies, as a process
 // supervisor (systemd, Kubernetes) would do.
 type Supervised struct {

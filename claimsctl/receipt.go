@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// keygen makes an Ed25519 key pair for an approver (or a service that
+// vouches for approvers), writes the private key owner-only, and prints
+// the public key as the directory lists it; with --directory it adds it
+// there.
+func keygen(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("keygen", flag.ContinueOnError)
+	approver := fs.String("approver", "", "the approver the key belongs to (their own key signs only their decisions)")
+	service := fs.String("service", "", "or: a service whose key vouches for any approver (the adjuster inbox)")
+	path := fs.String("out", "", "where to write the private key (created 0600; never overwritten)")
+	directory := fs.String("directory", "", "add the public key to this approver directory file (created from the sample if missing)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if (*approver == "") == (*service == "") || *path == "" || fs.NArg() != 0 {
+		return errors.New("usage: claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]")
+	}
+	owner := *approver + *service
+	kf, err := authority.GenerateKey(owner, *service != "")
+	if err != nil {
+		return err
+	}
+	if err := kf.Write(*path); err != nil {
+		return err
+	}
+	pub, err := json.Marshal(kf.Public().JWK())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "private key for %s: %s (keep it there: whoever holds it decides as %s)\n", owner, *path, owner)
+	if *directory != "" {
+		if err := authority.AddKey(*directory, kf); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "public key %s added to %s\n", kf.Key.KeyID, *directory)
+		return nil
+	}
+	if *service != "" {
+		fmt.Fprintf(out, "add to the directory's \"service_keys\": {\"name\":%q,\"key\":%s}\n", owner, pub)
+	} else {
+		fmt.Fprintf(out, "add to %s's \"keys\" in the directory: %s\n", owner, pub)
+	}
+	return nil
+}
+
+// revokeKey removes a key from the approver directory file.
+func revokeKey(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("revoke-key", flag.ContinueOnError)
+	directory := fs.String("directory", "", "the approver directory file the workers read (APPROVERS_FILE)")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || *directory == "" {
+		return errors.New("usage: claimsctl revoke-key --directory approvers.json KID")
+	}
+	if err := authority.RemoveKey(*directory, fs.Arg(0)); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "key %s removed from %s: approvals opened from now on do not know it, and a decision it signed "+
+		"that no claim has acted on yet is voided before the payment\n", fs.Arg(0), *directory)
+	return nil
+}
+
+// receipt signs a decision receipt for the request a claim is waiting on,
+// and prints the signal or update payload: {"receipt":"…"}. The request is
+// read from the claim's status query (or given with --request-sha256) and
+// shown on stderr, so the approver sees what they sign.
+func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
+	fs := flag.NewFlagSet("receipt", flag.ContinueOnError)
+	keyPath := fs.String("key", "", "the signing key file (claimsctl keygen)")
+	as := fs.String("as", "", "with a service key: the approver it vouches for")
+	reason := fs.String("reason", "", "why (required to reject, or to approve a lower amount)")
+	note := fs.String("note", "", "a note for the audit trail")
+	amount := fs.String("amount", "", "approve this lower amount instead of the request's (needs --reason)")
+	hash := fs.String("request-sha256", "", "the request's full hash, when it was read elsewhere (default: ask the claim)")
+	ttl := fs.Duration("ttl", approvals.DefaultReceiptTTL, "how long the receipt stays valid")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 || *keyPath == "" {
+		return errors.New("usage: claimsctl receipt approve|reject CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00]")
+	}
+	verdict, id := approvals.Verdict(fs.Arg(0)), fs.Arg(1)
+	if verdict != approvals.Approve && verdict != approvals.Reject {
+		return fmt.Errorf("receipt: the verdict is approve or reject, not %q", verdict)
+	}
+	kf, err := authority.ReadKeyFile(*keyPath)
+	if err != nil {
+		return err
+	}
+	sub := kf.Approver
+	switch {
+	case kf.Service != "" && *as == "":
+		return fmt.Errorf("receipt: %s is %s's service key: say which approver it vouches for with --as", *keyPath, kf.Service)
+	case kf.Service != "":
+		sub = *as
+	case *as != "" && *as != kf.Approver:
+		return fmt.Errorf("receipt: %s is %s's own key; it cannot sign for %s", *keyPath, kf.Approver, *as)
+	}
+
+	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash}
+	var req *approvals.Request
+	if r.RequestSHA256 == "" {
+		s, err := claimStatus(ctx, id)
+		if err != nil {
+			return fmt.Errorf("receipt: asking %s for the request awaiting decision: %w", id, err)
+		}
+		if s.Approval == nil || s.Approval.Decision != nil || (s.State != workflows.StatusWaiting && s.State != workflows.StatusEscalated) {
+			return fmt.Errorf("receipt: %s is %s, not waiting for a decision", id, s.State)
+		}
+		req, r.RequestSHA256 = &s.Approval.Request, s.Approval.RequestSHA256
+		fmt.Fprintf(errOut, "%s %s as %s: pay %s %s to %s (%s); request sha256 %s\n", verdict, id, sub, req.Amount,
+			strings.ToUpper(req.Currency), req.PayeeName, req.Payee, r.RequestSHA256)
+		for _, why := range req.Reasons {
+			fmt.Fprintf(errOut, "  needs a human: %s\n", why)
+		}
+		if q := s.Approval.Quorum; q > 1 {
+			fmt.Fprintf(errOut, "  four eyes: %d of %d approvals so far\n", len(s.Approval.Votes), q)
+		}
+	}
+	if *amount != "" {
+		if req == nil {
+			return errors.New("receipt: --amount needs the request from the claim (leave out --request-sha256)")
+		}
+		if r.AmountMinor, err = claim.ParseAmount(*amount, req.Currency); err != nil {
+			return fmt.Errorf("receipt: --amount: %w", err)
+		}
+	}
+	if r, err = approvals.NewReceipt(r, time.Now(), *ttl); err != nil {
+		return err
+	}
+	tok, err := approvals.Sign(kf, r)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(out).Encode(approvals.Input{Receipt: tok})
+}
