@@ -12,11 +12,20 @@
 //
 // Faults are queued and served one per call, in order: 429 with
 // Retry-After, 500, a 200 whose body is not JSON, an answer that violates
-// the response schema, a slow answer, and the 4xx refusals.
+// the response schema, a slow answer, and the 4xx refusals. ParseFault
+// checks every fault queued (by Inject, POST /_sim/faults or the command's
+// -faults): an unknown or malformed one is refused, never served as no
+// fault. A slow answer stops waiting when its request's context ends — the
+// caller hangs up, or the server shuts down (the command cancels every
+// request's context on a signal) — and is then answered 503, unprocessed.
+//
+// Request bodies are bounded, a chat completion at 8 MiB and a POST
+// /_sim/faults list at 64 KiB; a larger body is refused whole with 413.
 package modelsim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,6 +54,44 @@ const (
 	ContextLength Fault = "context-length"
 )
 
+const (
+	maxSlow        = 10 * time.Minute // the longest slow fault
+	maxBodyBytes   = 8 << 20          // a chat completion request
+	maxFaultsBytes = 64 << 10         // a POST /_sim/faults list
+)
+
+const validFaults = "429, 429:<seconds>, 500, malformed, invalid, slow:<duration>, 400, 401, 404, context-length, " +
+	"or a 4xx or 5xx status code"
+
+// ParseFault returns s as a Fault if it is one the server knows: one of the
+// constants, "429:<seconds>" with a positive whole number of seconds for
+// Retry-After, "slow:<duration>" with a positive Go duration of at most 10
+// minutes, or a bare 4xx or 5xx status code (answered with that status).
+// Anything else is refused, with the reason.
+func ParseFault(s string) (Fault, error) {
+	f := Fault(s)
+	switch f {
+	case RateLimit, ServerError, Malformed, Invalid, BadRequest, Unauthorized, NotFound, ContextLength:
+		return f, nil
+	}
+	if v, ok := strings.CutPrefix(s, "429:"); ok {
+		if n, err := strconv.Atoi(v); err != nil || n <= 0 || strconv.Itoa(n) != v {
+			return "", fmt.Errorf(`fault %q: Retry-After must be a positive whole number of seconds, as in "429:2"`, s)
+		}
+		return f, nil
+	}
+	if v, ok := strings.CutPrefix(s, "slow:"); ok {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > maxSlow {
+			return "", fmt.Errorf(`fault %q: the delay must be a positive Go duration of at most %v, as in "slow:2s"`, s, maxSlow)
+		}
+		return f, nil
+	}
+	if code, err := strconv.Atoi(s); err == nil && code >= 400 && code <= 599 && strconv.Itoa(code) == s {
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown fault %q (valid: %s)", s, validFaults)
+}
+
 // Call is what the server saw on one request.
 type Call struct {
 	N        int    `json:"n"`
@@ -65,6 +112,9 @@ type Call struct {
 type Server struct {
 	// APIKey, when set, is the only bearer token accepted.
 	APIKey string
+	// Gullible makes the model obey instructions injected into the claim
+	// (its description, its documents): the model a prompt injection fools.
+	Gullible bool
 
 	mu     sync.Mutex
 	n      int
@@ -75,8 +125,14 @@ type Server struct {
 // New returns a server with no faults queued.
 func New(apiKey string) *Server { return &Server{APIKey: apiKey} }
 
-// Inject queues faults, served one per call in order.
+// Inject queues faults, served one per call in order. It panics, queueing
+// none, if one is not valid (see ParseFault): that is a programming error.
 func (s *Server) Inject(f ...Fault) {
+	for _, fault := range f {
+		if _, err := ParseFault(string(fault)); err != nil {
+			panic("modelsim: Inject: " + err.Error())
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, f...)
@@ -137,19 +193,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.Calls())
 		return
 	case r.URL.Path == "/_sim/faults" && r.Method == http.MethodPost:
-		var f []Fault
-		if err := json.NewDecoder(r.Body).Decode(&f); err != nil {
-			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "body must be a JSON array of faults")
-			return
-		}
-		s.Inject(f...)
-		writeJSON(w, http.StatusOK, map[string]int{"queued": len(f)})
+		s.serveInject(w, r)
 		return
 	case r.Method != http.MethodPost || (r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions"):
 		apiError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "Unknown request URL: "+r.Method+" "+r.URL.Path)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	var req request
 	if err == nil {
 		err = json.Unmarshal(body, &req)
@@ -173,6 +223,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.APIKey != "" && r.Header.Get("Authorization") != "Bearer "+s.APIKey {
 		record("error")
 		apiError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+		return
+	}
+	if tooLarge(w, err) {
+		record("error")
 		return
 	}
 	if err != nil || req.Model == "" || len(req.Messages) == 0 {
@@ -216,6 +270,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		reply, _ := activities.RulesModel{}.Assess(r.Context(), activities.AssessRequest{Claim: c, Triage: tc.Triage, Coverage: tc.Coverage})
 		as := reply.Output
+		if in := instructions(c.Description); s.Gullible && in != "" {
+			obeyAssessment(&as, in)
+		}
 		as.Rationale += fmt.Sprintf(" (answer %d)", call.N)
 		b, _ := json.Marshal(as)
 		content = string(b)
@@ -223,6 +280,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// The call number as the turn gives tool call IDs unique per call.
 		reply, _ := activities.RulesModel{}.TriageTurn(r.Context(), activities.TurnRequest{Claim: c, Turn: call.N, Messages: rest, Final: len(req.Tools) == 0})
 		if t := reply.Output.Triage; t != nil {
+			if in := instructions(append([]string{c.Description}, contents(rest)...)...); s.Gullible && in != "" {
+				obeyTriage(t, in)
+			}
 			t.Summary += fmt.Sprintf(" (answer %d)", call.N)
 			b, _ := json.Marshal(t)
 			content = string(b)
@@ -246,6 +306,43 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, completion(call.N, req.Model, content, toolCalls, len(body)))
 }
 
+// serveInject queues the faults of a POST /_sim/faults, a JSON array: all of
+// them if all are valid, else none.
+func (s *Server) serveInject(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFaultsBytes))
+	if tooLarge(w, err) {
+		return
+	}
+	var list []string
+	if err == nil {
+		err = json.Unmarshal(body, &list)
+	}
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "body must be a JSON array of faults")
+		return
+	}
+	faults := make([]Fault, len(list))
+	for i, v := range list {
+		if faults[i], err = ParseFault(v); err != nil {
+			apiError(w, http.StatusBadRequest, "invalid_request_error", "", fmt.Sprintf("faults[%d]: %v; nothing was queued", i, err))
+			return
+		}
+	}
+	s.Inject(faults...)
+	writeJSON(w, http.StatusOK, map[string]int{"queued": len(faults)})
+}
+
+// tooLarge answers 413 if err is a body going over its limit.
+func tooLarge(w http.ResponseWriter, err error) bool {
+	var big *http.MaxBytesError
+	if !errors.As(err, &big) {
+		return false
+	}
+	apiError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "",
+		fmt.Sprintf("Request body too large: the limit is %d bytes.", big.Limit))
+	return true
+}
+
 // fault serves a fault; false when the call should be answered normally
 // (no fault, a delay, or a bad answer to come).
 func (s *Server) fault(w http.ResponseWriter, r *http.Request, f Fault) bool {
@@ -256,9 +353,13 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, f Fault) bool {
 		d, _ := time.ParseDuration(strings.TrimPrefix(string(f), "slow:"))
 		select {
 		case <-time.After(d):
+			return false
 		case <-r.Context().Done():
+			// The caller hung up, or the server is shutting down: stop
+			// waiting, and do not answer as if the delay had passed.
+			apiError(w, http.StatusServiceUnavailable, "server_error", "",
+				"The slow answer was abandoned: the request was cancelled or the server is shutting down.")
 		}
-		return false
 	case f == RateLimit || strings.HasPrefix(string(f), "429:"):
 		secs := "1"
 		if v, ok := strings.CutPrefix(string(f), "429:"); ok {
@@ -307,6 +408,7 @@ func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string,
 		return c, nil, "", fmt.Errorf("the first user message must start with \"Claim:\"")
 	}
 	text, extra, _ := strings.Cut(text, "\nTriage and coverage:\n")
+	text = unmark(text)
 	var p struct {
 		ClaimID     string   `json:"claim_id"`
 		PolicyID    string   `json:"policy_id"`
@@ -327,6 +429,9 @@ func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string,
 	var rest []activities.Message
 	for _, m := range msgs[i+1:] {
 		am := activities.Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID}
+		if m.Role == "tool" {
+			am.Content = unmark(am.Content)
+		}
 		for _, tc := range m.ToolCalls {
 			am.ToolCalls = append(am.ToolCalls, activities.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -345,6 +450,33 @@ func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string,
 		}
 	}
 	return c, rest, extra, nil
+}
+
+// unmark reads data the provider marked untrusted (<untrusted source=…>
+// … </untrusted>, see activities/openai.go), or returns s as it is.
+func unmark(s string) string {
+	body, ok := strings.CutPrefix(s, "<untrusted ")
+	if !ok {
+		return s
+	}
+	_, body, ok = strings.Cut(body, ">\n")
+	if !ok {
+		return s
+	}
+	body, ok = strings.CutSuffix(body, "\n</untrusted>")
+	if !ok {
+		return s
+	}
+	return strings.ReplaceAll(body, "<\\/untrusted", "</untrusted")
+}
+
+// contents lists the messages' text.
+func contents(msgs []activities.Message) []string {
+	out := make([]string, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.Content
+	}
+	return out
 }
 
 func completion(n int, model, content string, calls []activities.ToolCall, promptBytes int) map[string]any {

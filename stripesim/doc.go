@@ -10,6 +10,9 @@
 //     transfer_group, destination, created[gt|gte|lt|lte] and cursor
 //     pagination, newest first).
 //   - Stripe error objects, Request-Id on every response, Bearer or Basic auth.
+//   - Bounded request bodies: 1 MiB for the API, 64 KiB for a fault rule. A
+//     larger body is refused whole with 413 invalid_request_error, never
+//     truncated, and before any fault rule sees it.
 //   - Idempotency-Key handling as documented by Stripe: the first request with
 //     a key saves its response, identical retries replay it with
 //     "Idempotent-Replayed: true", a retry with different parameters gets 400
@@ -48,11 +51,15 @@
 // Server.AddFault, Config.Faults, the command's STRIPESIM_FAULTS / -faults,
 // or POST /_sim/faults) make matching requests fail. A rule matches on method
 // (default POST), exact path (default /v1/transfers), and optionally the
-// request's transfer_group and an Idempotency-Key prefix. Rules are checked in
-// insertion order, the first live match fires and counts, and a rule retires
-// after Times firings (0 = once, -1 = never). Faults live in memory only,
-// apply after authentication and only to /v1 requests, and each firing is
-// logged at warn level. The faults are:
+// request's transfer_group and an Idempotency-Key prefix. Every way of
+// adding rules validates them first (FaultRule.Validate: a known fault, a
+// method name, a path under /v1/, a delay for slow and only for slow) and
+// adds none if one is invalid: AddFault panics, Open and the command fail
+// before touching the database, and POST /_sim/faults answers 400. Rules are
+// checked in insertion order, the first live match fires and counts, and a
+// rule retires after Times firings (0 = once, -1 = never). Faults live in
+// memory only, apply after authentication and only to /v1 requests, and each
+// firing is logged at warn level. The faults are:
 //
 //   - 500-after-commit: the request runs normally (for a create the transfer
 //     and its saved idempotent response commit in one transaction), then the
@@ -69,7 +76,12 @@
 //     detached from the client's cancellation: a caller that times out sees a
 //     timeout while its request still lands afterwards, as on a real
 //     provider. A retry sent during the sleep executes first, and the late
-//     original then replays it.
+//     original then replays it. Shutting down cuts the sleep short:
+//     Server.BeginShutdown, which Close calls and the command registers with
+//     http.Server.RegisterOnShutdown, wakes every sleeping request and
+//     answers it 503 api_error without processing it (as it does any slow
+//     fault firing afterwards), so neither Shutdown nor Close waits out a
+//     long delay.
 //   - 429 (rate_limit), 409 (idempotency_key_in_use, byte for byte what a
 //     real in-flight conflict returns) and 500-before-commit (api_error):
 //     answered without executing; nothing is stored against the key, so a

@@ -81,6 +81,21 @@ func errInternal(format string, args ...any) *apiError {
 	return &apiError{status: http.StatusInternalServerError, Type: typeAPI, Message: fmt.Sprintf(format, args...)}
 }
 
+// errBodyTooLarge refuses a body over the limit as a whole; it is never
+// truncated.
+func errBodyTooLarge(limit int64) *apiError {
+	return invalidRequest(http.StatusRequestEntityTooLarge, "", "",
+		"Request body too large: the limit is %d bytes.", limit)
+}
+
+// errShuttingDown answers a request whose slow fault was cut short by
+// Server.BeginShutdown; the request was not processed.
+func errShuttingDown(rule FaultRule) *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, Type: typeAPI, Message: fmt.Sprintf(
+		"The simulator is shutting down: this request was not processed (stripesim fault %q, rule %d, was cut short). "+
+			"Please try again.", rule.Fault, rule.ID)}
+}
+
 func errUnrecognizedURL(r *http.Request) *apiError {
 	return invalidRequest(http.StatusNotFound, "", "",
 		"Unrecognized request URL (%s: %s). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.",

@@ -32,8 +32,9 @@ const (
 	FaultDropAfterCommit Fault = "drop-after-commit"
 	// FaultSlow sleeps FaultRule.Delay before handling the request, that is
 	// before the idempotency key is reserved, then proceeds normally even if
-	// the client has given up meanwhile. A sleeping request counts as in
-	// flight for http.Server.Shutdown.
+	// the client has given up meanwhile. Server.BeginShutdown (and Close)
+	// cut the sleep short: the request is then answered 503 api_error and
+	// not processed, so shutdown need not wait out the delay.
 	FaultSlow Fault = "slow"
 	// FaultRateLimit answers 429 rate_limit without executing anything.
 	FaultRateLimit Fault = "429"
@@ -137,8 +138,10 @@ func (r *FaultRule) UnmarshalJSON(b []byte) error {
 }
 
 // Validate reports whether the rule can be added: a known Fault, Times of -1
-// or more, a Delay that is positive for FaultSlow and zero otherwise, and a
-// Path, if set, starting with "/".
+// or more, a Delay that is positive for FaultSlow and zero otherwise, a
+// Method, if set, that is an HTTP method name (letters only), and a Path, if
+// set, under "/v1/" (faults apply to nothing else, so a rule for another path
+// could never fire).
 func (r FaultRule) Validate() error {
 	switch {
 	case !slices.Contains(faultKinds, r.Fault):
@@ -149,8 +152,10 @@ func (r FaultRule) Validate() error {
 		return fmt.Errorf("fault rule: %q needs a positive delay", FaultSlow)
 	case r.Fault != FaultSlow && r.Delay != 0:
 		return fmt.Errorf("fault rule: delay is only meaningful for %q", FaultSlow)
-	case r.Path != "" && !strings.HasPrefix(r.Path, "/"):
-		return fmt.Errorf("fault rule: path %q must start with /", r.Path)
+	case r.Method != "" && strings.TrimLeft(strings.ToUpper(r.Method), "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
+		return fmt.Errorf("fault rule: method %q must be an HTTP method such as GET or POST", r.Method)
+	case r.Path != "" && !strings.HasPrefix(r.Path, "/v1/"):
+		return fmt.Errorf("fault rule: path %q must start with /v1/ (faults apply to the /v1 API only)", r.Path)
 	}
 	return nil
 }
@@ -287,11 +292,16 @@ func (s *Server) injectFaults(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		group, aerr := transferGroupOf(w, r)
+		if aerr != nil { // refused before any rule fires or counts
+			writeError(w, aerr)
+			return
+		}
 		fr := faultRequest{
 			Method:        r.Method,
 			Path:          r.URL.Path,
 			Key:           strings.TrimSpace(r.Header.Get("Idempotency-Key")),
-			TransferGroup: transferGroupOf(r),
+			TransferGroup: group,
 		}
 		rule, ok := s.faults.fire(fr)
 		if !ok {
@@ -319,7 +329,17 @@ func (s *Server) injectFaults(next http.Handler) http.Handler {
 func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, next http.Handler, rule FaultRule, fr faultRequest) {
 	switch rule.Fault {
 	case FaultSlow:
-		time.Sleep(rule.Delay)
+		delay := time.NewTimer(rule.Delay)
+		defer delay.Stop()
+		select {
+		case <-delay.C:
+		case <-s.closing:
+			// Shutting down: give up without processing the request, so
+			// neither http.Server.Shutdown nor Close waits out the delay.
+			s.log.Warn("slow fault cut short by shutdown", "rule", rule.ID, "idempotency_key", fr.Key)
+			writeError(w, errShuttingDown(rule))
+			return
+		}
 		// Like a real provider, the request lands even though the caller may
 		// have timed out and hung up while it was queued: detach from the
 		// client's cancellation (the body was buffered by transferGroupOf).
@@ -368,18 +388,18 @@ func errRateLimit() *apiError {
 }
 
 // transferGroupOf returns the request's transfer_group parameter. It buffers
-// the body (up to the handler's limit, leaving any excess for the handler to
-// reject) and puts it back, so the handler still reads it, even after the
-// client has gone away during a slow fault.
-func transferGroupOf(r *http.Request) string {
+// the body and puts it back, so the handler still reads it, even after the
+// client has gone away during a slow fault. A body over the handler's limit
+// (413) or one that cannot be read (400) is refused here, whole, before any
+// rule sees a truncated copy of it.
+func transferGroupOf(w http.ResponseWriter, r *http.Request) (string, *apiError) {
 	values := r.URL.Query()
 	if r.Body != nil && r.Body != http.NoBody {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
-		rest := io.Reader(r.Body)
-		if err != nil {
-			rest = errReader{err}
+		body, aerr := readBody(w, r, maxBodyBytes, "Invalid request")
+		if aerr != nil {
+			return "", aerr
 		}
-		r.Body = readCloser{io.MultiReader(bytes.NewReader(body), rest), r.Body}
+		r.Body = readCloser{bytes.NewReader(body), r.Body}
 		if isFormContent(r.Header.Get("Content-Type")) {
 			form, _ := url.ParseQuery(string(body)) // malformed bodies are the handler's to reject
 			for k, vs := range form {
@@ -388,7 +408,7 @@ func transferGroupOf(r *http.Request) string {
 		}
 	}
 	tg, _ := last(values, "transfer_group")
-	return tg
+	return tg, nil
 }
 
 func isFormContent(ct string) bool {
@@ -403,10 +423,6 @@ type readCloser struct {
 	io.Reader
 	io.Closer
 }
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // bufferedResponse captures a response so an after-commit fault can discard it.
 type bufferedResponse struct {
@@ -437,9 +453,9 @@ func (s *Server) serveFaults(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) serveAddFault(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFaultRuleBytes))
-	if err != nil {
-		writeError(w, invalidRequest(http.StatusBadRequest, "", "", "Invalid fault rule: could not read body: %v", err))
+	body, aerr := readBody(w, r, maxFaultRuleBytes, "Invalid fault rule")
+	if aerr != nil {
+		writeError(w, aerr)
 		return
 	}
 	var rule FaultRule

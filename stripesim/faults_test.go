@@ -406,6 +406,10 @@ func TestFaultAdminEndpoints(t *testing.T) {
 		{`{"fault":"429","transfergroup":"g"}`, "unknown field"},
 		{`{"fault":"429","times":-2}`, "times"},
 		{`{"fault":"429","path":"v1/transfers"}`, "must start with /"},
+		{`{"fault":"429","path":"/transfers"}`, `/transfers\" must start with /v1/`},
+		{`{"fault":"429","path":"/_sim/faults"}`, "must start with /v1/"},
+		{`{"fault":"429","method":"POST "}`, `POST \" must be an HTTP method`},
+		{`{"fault":"429","method":"PO/ST"}`, `PO/ST\" must be an HTTP method`},
 		{`[{"fault":"429"}]`, "Invalid fault rule"},
 		{`not json`, "Invalid fault rule"},
 	} {
@@ -500,4 +504,62 @@ func TestConfigFaultsAppliedAtOpen(t *testing.T) {
 	assert.Contains(t, out, `"msg":"fault injection active","rules":2`)
 	assert.Contains(t, out, `"level":"WARN","msg":"fault injected","rule":{"id":1,"fault":"429","fired":1,"times":1,"delay":0}`)
 	assert.Contains(t, out, `"idempotency_key":"cfg-1"`)
+}
+
+// A slow fault's sleep ends when the server closes: the request is answered
+// 503 without being processed, and the HTTP server need not wait out the
+// delay to shut down.
+func TestFaultSlowEndsWhenServerCloses(t *testing.T) {
+	h := start(t, "", nil)
+	h.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultSlow, Delay: 30 * time.Second, TransferGroup: "claim_close"})
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.sc.Transfers.New(payParams("claim_close", "key-close"))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return h.sim.Faults()[0].Fired == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // into the sleep
+
+	start := time.Now()
+	require.NoError(t, h.sim.Close())
+	select {
+	case err := <-done:
+		assert.Less(t, time.Since(start), 2*time.Second)
+		se := stripeErr(t, err, http.StatusServiceUnavailable, stripe.ErrorTypeAPI)
+		assert.Contains(t, se.Msg, "shutting down")
+		assert.Contains(t, se.Msg, "not processed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow request outlived Close")
+	}
+}
+
+// BeginShutdown wakes sleeping slow faults (and refuses later ones at once)
+// while everything else keeps working, so in-flight requests can finish
+// before Close.
+func TestFaultSlowEndsOnBeginShutdown(t *testing.T) {
+	h := start(t, "", nil)
+	h.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultSlow, Delay: 30 * time.Second, TransferGroup: "claim_sd", Times: -1})
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.sc.Transfers.New(payParams("claim_sd", "key-sd1"))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return h.sim.Faults()[0].Fired == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	h.sim.BeginShutdown()
+	h.sim.BeginShutdown() // idempotent
+	select {
+	case err := <-done:
+		stripeErr(t, err, http.StatusServiceUnavailable, stripe.ErrorTypeAPI)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow request outlived BeginShutdown")
+	}
+	_, err := h.sc.Transfers.New(payParams("claim_sd", "key-sd2"))
+	stripeErr(t, err, http.StatusServiceUnavailable, stripe.ErrorTypeAPI)
+	_, stored := h.sim.KeyStats("key-sd1")
+	assert.False(t, stored, "an abandoned slow request reserves nothing")
+	assert.Empty(t, h.listAll(byGroup("claim_sd")), "and creates nothing")
+
+	tr := h.create(100, "claim_other", "key-other")
+	assert.Equal(t, []string{tr.ID}, ids(h.listAll(byGroup("claim_other"))), "other requests still work")
 }

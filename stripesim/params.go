@@ -1,6 +1,7 @@
 package stripesim
 
 import (
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -45,9 +46,9 @@ func readForm(w http.ResponseWriter, r *http.Request) (url.Values, *apiError) {
 				"Invalid request: unsupported Content-Type %s. Use application/x-www-form-urlencoded.", ct)
 		}
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		return nil, invalidRequest(http.StatusBadRequest, "", "", "Invalid request: could not read body: %v", err)
+	body, aerr := readBody(w, r, maxBodyBytes, "Invalid request")
+	if aerr != nil {
+		return nil, aerr
 	}
 	values, err := url.ParseQuery(string(body))
 	if err != nil {
@@ -57,6 +58,20 @@ func readForm(w http.ResponseWriter, r *http.Request) (url.Values, *apiError) {
 		values[k] = append(values[k], vs...)
 	}
 	return values, nil
+}
+
+// readBody reads the whole body if it is at most limit bytes; a larger one
+// is refused with 413 rather than truncated. what prefixes other read errors
+// (400).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, what string) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		return nil, errBodyTooLarge(tooLarge.Limit)
+	}
+	if err != nil {
+		return nil, invalidRequest(http.StatusBadRequest, "", "", "%s: could not read body: %v", what, err)
+	}
+	return body, nil
 }
 
 // isExpand reports whether k is one of the encodings of the expand array

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -85,6 +86,9 @@ type Server struct {
 	hooks   atomic.Pointer[Hooks]
 	faults  faultSet
 	handler http.Handler
+	// closing is closed by BeginShutdown; it cuts slow faults short.
+	closing      chan struct{}
+	shutdownOnce sync.Once
 }
 
 // Open creates or opens the database, applies the schema and returns a server
@@ -103,7 +107,7 @@ func Open(cfg Config) (*Server, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, store: st}
+	s := &Server{cfg: cfg, log: cfg.Logger, store: st, closing: make(chan struct{})}
 	s.hooks.Store(&Hooks{})
 	for _, r := range cfg.Faults {
 		s.faults.add(r)
@@ -118,9 +122,23 @@ func Open(cfg Config) (*Server, error) {
 // Handler returns the HTTP handler serving the API and the /_sim endpoints.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Close closes the database. In-flight requests should be drained first
+// BeginShutdown announces that the server is going away: a request asleep
+// in a slow fault wakes at once and is answered 503 without being processed,
+// and so is every slow fault that fires later. Nothing else changes, so
+// in-flight requests can still finish. Register it with
+// http.Server.RegisterOnShutdown so that Shutdown need not wait out a long
+// delay. It is safe to call more than once, and Close calls it.
+func (s *Server) BeginShutdown() {
+	s.shutdownOnce.Do(func() { close(s.closing) })
+}
+
+// Close ends slow-fault sleeps (see BeginShutdown), then closes the
+// database. In-flight requests should be drained first
 // (http.Server.Shutdown) so none fails mid-commit.
-func (s *Server) Close() error { return s.store.db.Close() }
+func (s *Server) Close() error {
+	s.BeginShutdown()
+	return s.store.db.Close()
+}
 
 // SetHooks replaces the hooks. It is safe to call at any time; requests
 // already past the hook point are unaffected.

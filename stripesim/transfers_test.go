@@ -475,3 +475,38 @@ func TestHTTPEdges(t *testing.T) {
 	resp, _ := h.do("DELETE", "/v1/transfers", "", nil)
 	assert.Equal(t, "GET, POST", resp.Header.Get("Allow"))
 }
+
+// A body over the limit is refused with 413 as a whole, never truncated, and
+// before any fault rule looks at it.
+func TestOversizedBodiesAreRefused(t *testing.T) {
+	h := start(t, "", nil)
+	const limit = 1 << 20
+	form := "amount=100&currency=usd&destination=acct_1Claimant&transfer_group=big&description="
+	oversized := form + strings.Repeat("x", limit-len(form)+1)
+	key := func(k string) http.Header { return http.Header{"Idempotency-Key": {k}} }
+
+	resp, body := h.do(http.MethodPost, "/v1/transfers", oversized, key("big-1"))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%.300s", body)
+	assert.Contains(t, body, `"type": "invalid_request_error"`)
+	assert.Contains(t, body, "1048576 bytes")
+	_, stored := h.sim.KeyStats("big-1")
+	assert.False(t, stored, "nothing is stored against the key")
+
+	rule := h.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultRateLimit, TransferGroup: "big", Times: -1})
+	resp, body = h.do(http.MethodPost, "/v1/transfers", oversized, key("big-2"))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "the body is refused, not truncated and matched: %.300s", body)
+	assert.Equal(t, 0, h.sim.Faults()[0].Fired, "rule %d must not fire on an oversized request", rule)
+
+	resp, body = h.do(http.MethodPost, "/v1/transfers", oversized[:limit], key("big-3"))
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "a body at the limit is read whole and matched: %.300s", body)
+	h.sim.ClearFaults()
+	resp, body = h.do(http.MethodPost, "/v1/transfers", oversized[:limit], key("big-4"))
+	assert.NotEqual(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "a body at the limit is not too large: %.300s", body)
+
+	rule = h.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultRateLimit, KeyPrefix: "x-"})
+	padded := `{"fault":"429","key_prefix":"x-"` + strings.Repeat(" ", 64<<10) + `}`
+	resp, body = h.do(http.MethodPost, "/_sim/faults", padded, http.Header{"Authorization": {""}, "Content-Type": {"application/json"}})
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%.300s", body)
+	assert.Contains(t, body, "65536 bytes")
+	assert.Len(t, h.sim.Faults(), 1, "rule %d stays the only one", rule)
+}

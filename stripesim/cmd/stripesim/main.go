@@ -18,8 +18,14 @@
 //
 //	STRIPESIM_FAULTS='[{"fault":"500-after-commit","transfer_group":"claim_1"},{"fault":"slow","delay":"3s","times":-1}]'
 //
-// Rules can also be listed, added and cleared at run time with GET, POST and
-// DELETE on /_sim/faults.
+// Every rule is validated (stripesim.FaultRule.Validate) before anything
+// starts: one invalid rule stops the command, with the reason, before it opens
+// the database or listens. Rules can also be listed, added and cleared at run
+// time with GET, POST and DELETE on /_sim/faults.
+//
+// On SIGINT or SIGTERM it stops accepting requests, lets those in progress
+// finish (up to 10s) and closes the database; a request sleeping in a slow
+// fault is answered 503 at once, unprocessed, rather than waited for.
 package main
 
 import (
@@ -158,6 +164,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Shutdown waits for in-flight requests; slow faults give up at once
+	// (answering 503) instead of holding it up for their whole delay.
+	srv.RegisterOnShutdown(sim.BeginShutdown)
 	// Print the bound address (not the flag) so ":0" reveals the real port.
 	fmt.Fprintf(stderr, "stripesim listening on http://%s\n", ln.Addr())
 

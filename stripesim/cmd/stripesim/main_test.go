@@ -66,6 +66,8 @@ func TestParseOptionsFaults(t *testing.T) {
 		{`[{"fault":"slow","delay":"2"}]`, "missing unit"},
 		{`[{"fault":"slow","delay":2000000000}]`, "Go duration string"},
 		{`[{"fault":"429","transfer-group":"x"}]`, "unknown field"},
+		{`[{"fault":"429"},{"fault":"429","path":"/transfers"}]`, "faults[1]: fault rule: path \"/transfers\" must start with /v1/"},
+		{`[{"fault":"429","method":"post "}]`, "method"},
 	} {
 		_, err := parseOptions(nil, func(k string) string { return map[string]string{"STRIPESIM_FAULTS": bad.json}[k] }, io.Discard)
 		assert.ErrorContains(t, err, bad.msg, bad.json)
@@ -116,4 +118,87 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("run did not return after cancellation")
 	}
+}
+
+// An invalid rule stops the command before it opens the database or listens.
+func TestRunRefusesInvalidFaultsBeforeStarting(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "nested", "sim.db")
+	var out strings.Builder
+	getenv := func(k string) string {
+		return map[string]string{"STRIPESIM_FAULTS": `[{"fault":"429"},{"fault":"slow"}]`}[k]
+	}
+	err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-db", dbPath}, getenv, &out)
+	require.ErrorContains(t, err, "faults[1]: fault rule: \"slow\" needs a positive delay")
+	assert.NotContains(t, out.String(), "listening")
+	assert.NoDirExists(t, filepath.Dir(dbPath), "nothing was created")
+}
+
+// Shutdown does not wait out a slow fault: the sleeping request is answered
+// 503 unprocessed and run returns at once.
+func TestRunShutdownEndsSlowFaults(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		getenv := func(k string) string {
+			return map[string]string{"STRIPESIM_FAULTS": `[{"fault":"slow","delay":"30s"}]`}[k]
+		}
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-db", ":memory:"}, getenv, pw)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	var base string
+	for base == "" && lines.Scan() {
+		if addr, ok := strings.CutPrefix(lines.Text(), "stripesim listening on "); ok {
+			base = addr
+		}
+	}
+	require.NotEmpty(t, base, "no listening line")
+	injected := make(chan struct{})
+	go func() {
+		for lines.Scan() {
+			if strings.Contains(lines.Text(), `"msg":"fault injected"`) {
+				close(injected)
+				break
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+
+	type result struct {
+		status int
+		err    error
+	}
+	slow := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, base+"/v1/transfers", strings.NewReader("amount=1&currency=usd&destination=acct_1"))
+		req.Header.Set("Authorization", "Bearer "+stripesim.DefaultAPIKey)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			slow <- result{err: err}
+			return
+		}
+		resp.Body.Close()
+		slow <- result{status: resp.StatusCode}
+	}()
+	select {
+	case <-injected:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow fault never fired")
+	}
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+		assert.Less(t, time.Since(start), 2*time.Second)
+	case <-time.After(8 * time.Second):
+		t.Fatal("run did not return: shutdown waited for the slow fault")
+	}
+	r := <-slow
+	require.NoError(t, r.err)
+	assert.Equal(t, http.StatusServiceUnavailable, r.status)
 }

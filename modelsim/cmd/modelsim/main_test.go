@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const claimBody = `{"model":"sim-1","messages":[{"role":"user","content":"Claim:\n{\"claim_id\":\"claim-cmd-1\",\"amount_minor\":100,\"currency\":\"usd\"}"}]}`
+
+// start runs the command until the returned cancel is called; it returns the
+// base URL it listens on and the channel run's result arrives on.
+func start(t *testing.T, args ...string) (string, context.CancelFunc, <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw)
+		pw.Close()
+	}()
+	addr := regexp.MustCompile(`msg="modelsim listening" addr=(\S+)`)
+	lines := bufio.NewScanner(pr)
+	var base string
+	for base == "" && lines.Scan() {
+		if m := addr.FindStringSubmatch(lines.Text()); m != nil {
+			base = "http://" + m[1]
+		}
+	}
+	require.NotEmpty(t, base, "no listening line")
+	go io.Copy(io.Discard, pr)
+	return base, cancel, done
+}
+
+func TestRunRefusesBadFaultsBeforeListening(t *testing.T) {
+	for _, faults := range []string{"500,nope", "slow:1h", "429:0", "slow"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var out strings.Builder
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-faults", faults}, &out)
+		cancel()
+		require.Error(t, err, faults)
+		assert.Contains(t, err.Error(), "-faults", faults)
+		assert.NotContains(t, out.String(), "modelsim listening", faults)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out strings.Builder
+	err := run(ctx, []string{"-addr", "127.0.0.1:0", "-faults", "500,nope,slow:11m"}, &out)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `unknown fault "nope"`, "every bad fault is reported")
+	assert.Contains(t, err.Error(), `"slow:11m"`, "every bad fault is reported")
+}
+
+func TestRunServesFaultsThenShutsDownDespiteASlowCall(t *testing.T) {
+	base, cancel, done := start(t, "-faults", " 503 , slow:30s,")
+	post := func() (*http.Response, error) {
+		return http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(claimBody))
+	}
+	resp, err := post()
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the first fault")
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	slow := make(chan result, 1)
+	go func() { resp, err := post(); slow <- result{resp, err} }()
+	time.Sleep(200 * time.Millisecond) // let the slow call start waiting
+	start := time.Now()
+	cancel()
+	select {
+	case r := <-slow:
+		require.NoError(t, r.err)
+		r.resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, r.resp.StatusCode, "the slow call is abandoned, not answered")
+	case <-time.After(4 * time.Second):
+		t.Fatal("the slow call held up shutdown")
+	}
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+		assert.Less(t, time.Since(start), 2*time.Second)
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not return after cancellation")
+	}
+}
