@@ -98,7 +98,10 @@ func splitList(s string) []string {
 	return out
 }
 
-// isLoopback reports whether addr listens on the loopback interface only.
+// isLoopback reports whether addr listens on the loopback interface only:
+// its host is "localhost" or a loopback IP (127.0.0.0/8, ::1). An empty host
+// (":8081") or an unspecified IP ("0.0.0.0", "::") means every interface,
+// and any other name resolves to whatever DNS says, so those are not.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -274,3 +277,7 @@ func truncate(s string, n int) string {
 }
 
 var errNoKeys = errors.New("no payload keys: set CODEC_KEYS_FILE (path of a key file) or CODEC_KEYS (its JSON); make one with -generate-key ID")
+
+// errNoTokensBeyondLoopback is serve's refusal to listen beyond the loopback
+// interface without CODEC_AUTH_TOKENS.
+var errNoTokensBeyondLoopback = errors.New("refusing to serve /decode beyond localhost without " + envAuthTokens)

@@ -10,20 +10,23 @@
 //
 // Environment:
 //
-//	CODEC_KEYS_FILE     key file (JSON, see internal/codec), or
+//	CODEC_KEYS_FILE     key file (JSON, see internal/codec; mode 0600 or 0400,
+//	                    a file group or others can access is refused), or
 //	CODEC_KEYS          the same JSON inline; one of them is required
 //	CODEC_SERVER_ADDR   listen address (default localhost:8081)
 //	CODEC_CORS_ORIGINS  comma list of browser origins allowed to call it
 //	                    (default http://localhost:8233, the dev server's UI)
 //	CODEC_AUTH_TOKENS   comma list; when set, requests need
-//	                    "Authorization: Bearer <one of them>"
+//	                    "Authorization: Bearer <one of them>"; required
+//	                    unless CODEC_SERVER_ADDR is a loopback address
 //	CODEC_TLS_CERT_FILE, CODEC_TLS_KEY_FILE  serve HTTPS (the Web UI only
 //	                    passes the user's access token to https endpoints)
 //	LOG_LEVEL, LOG_FORMAT  as for the other binaries
 //
 // Without CODEC_AUTH_TOKENS anyone who can reach the server can decrypt
-// claim data with it, so it then listens on localhost unless
-// CODEC_SERVER_ADDR says otherwise, and warns.
+// claim data with it, so it then refuses to start unless CODEC_SERVER_ADDR
+// is a loopback address (localhost, 127.0.0.0/8, ::1; ":8081" and
+// "0.0.0.0:8081" are every interface), and warns when it is.
 //
 // codec-server -generate-key 2026-11 prints a new key file and exits.
 package main
@@ -103,6 +106,10 @@ func generateKey(id string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// listen opens the server's socket; tests replace it to see whether, and
+// where, serve listens.
+var listen = net.Listen
+
 // serve runs the server until ctx is done (SIGINT or SIGTERM), then shuts
 // down gracefully, letting requests in flight finish.
 func serve(ctx context.Context, logger *slog.Logger, getenv func(string) string) error {
@@ -123,14 +130,17 @@ func serve(ctx context.Context, logger *slog.Logger, getenv func(string) string)
 	}
 
 	if len(s.tokens) == 0 {
-		msg := "CODEC_AUTH_TOKENS is not set: anyone who can reach this address can decrypt claim data through /decode"
+		// Checked before listening: not even briefly may /decode be open
+		// to the network without a token.
 		if !isLoopback(s.addr) {
-			msg += "; it is listening beyond localhost"
+			return fmt.Errorf("%w: %s=%q is not a loopback address, and anyone who can reach it could decrypt claim data; "+
+				"set %s (comma list of bearer tokens), or listen on localhost only (e.g. %s=localhost:8081)",
+				errNoTokensBeyondLoopback, envAddr, s.addr, envAuthTokens, envAddr)
 		}
-		logger.Warn(msg, "addr", s.addr)
+		logger.Warn("CODEC_AUTH_TOKENS is not set: anyone who can reach this address can decrypt claim data through /decode", "addr", s.addr)
 	}
 
-	ln, err := net.Listen("tcp", s.addr)
+	ln, err := listen("tcp", s.addr)
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -346,13 +349,38 @@ func TestLoadSettings(t *testing.T) {
 		_, err := loadSettings(env(m))
 		assert.Error(t, err, name)
 	}
+}
 
-	assert.True(t, isLoopback("localhost:8081"))
-	assert.True(t, isLoopback("127.0.0.1:8081"))
-	assert.True(t, isLoopback("[::1]:8081"))
-	assert.False(t, isLoopback(":8081"))
-	assert.False(t, isLoopback("0.0.0.0:8081"))
-	assert.False(t, isLoopback("10.0.0.5:8081"))
+func TestIsLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"localhost:8081", true},
+		{"LocalHost:8081", true},
+		{"127.0.0.1:8081", true},
+		{"127.0.0.2:8081", true}, // all of 127/8 is loopback
+		{"[::1]:8081", true},
+		{"[::ffff:127.0.0.1]:8081", true}, // IPv4-mapped, listens on 127.0.0.1
+		{"localhost:0", true},
+
+		{":8081", false}, // empty host: every interface
+		{"0.0.0.0:8081", false},
+		{"[::]:8081", false},
+		{"10.0.0.5:8081", false},
+		{"192.168.1.20:8081", false},
+		{"[fe80::1%eth0]:8081", false},
+		{"[2001:db8::5]:8081", false},
+		{"codec.internal.example:8081", false}, // a name resolves to whatever DNS says
+		{"localhost.example.com:8081", false},
+		{"mylocalhost:8081", false},
+		{"localhost.:8081", false}, // not the literal name: refused, to be safe
+		{"[::1%lo]:8081", false},   // zoned: not parsed, so refused, to be safe
+		{"localhost", false},       // no port: not an address
+		{"", false},
+	} {
+		assert.Equal(t, tc.want, isLoopback(tc.addr), "isLoopback(%q)", tc.addr)
+	}
 }
 
 func TestGenerateKeyFlag(t *testing.T) {
@@ -431,4 +459,155 @@ func TestServeAndGracefulShutdown(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(js, &f))
 	assert.NotContains(t, l, f.Keys["2026-11"], "key material logged")
+}
+
+// serveEnv is a getenv for serve: the given variables, all others unset.
+func serveEnv(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// recordListen makes serve's listen record the addresses it is asked for;
+// with fail set it refuses to open anything.
+func recordListen(t *testing.T, fail bool) *[]string {
+	t.Helper()
+	var mu sync.Mutex
+	var addrs []string
+	orig := listen
+	listen = func(network, addr string) (net.Listener, error) {
+		mu.Lock()
+		addrs = append(addrs, addr)
+		mu.Unlock()
+		if fail {
+			return nil, errors.New("test: serve must not open a socket")
+		}
+		return orig(network, addr)
+	}
+	t.Cleanup(func() { listen = orig })
+	return &addrs
+}
+
+func setTestKeys(t *testing.T) {
+	t.Helper()
+	_, js, err := codec.GenerateKeyring("2026-11")
+	require.NoError(t, err)
+	t.Setenv(codec.EnvKeysFile, "")
+	t.Setenv(codec.EnvKeys, string(js))
+}
+
+// Without CODEC_AUTH_TOKENS, an address beyond loopback is refused before
+// any socket is opened, with an error naming the variable and the address.
+func TestServeRefusesNonLoopbackWithoutTokens(t *testing.T) {
+	setTestKeys(t)
+	listened := recordListen(t, true)
+	for _, addr := range []string{
+		":8081",
+		"0.0.0.0:8081",
+		"[::]:8081",
+		"192.168.1.20:8081",
+		"10.0.0.5:0",
+		"[2001:db8::5]:8081",
+		"codec.internal.example:8081",
+		"localhost.example.com:8081",
+	} {
+		t.Run(addr, func(t *testing.T) {
+			logs := &syncBuffer{}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := serve(ctx, slog.New(slog.NewTextHandler(logs, nil)), serveEnv(map[string]string{envAddr: addr}))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errNoTokensBeyondLoopback)
+			assert.Contains(t, err.Error(), "CODEC_AUTH_TOKENS")
+			assert.Contains(t, err.Error(), strconv.Quote(addr))
+			assert.NotContains(t, logs.String(), "codec-server listening")
+		})
+	}
+	assert.Empty(t, *listened, "serve opened a socket")
+}
+
+// startServe runs serve with env on a real socket, waits until it listens
+// and returns its port, its logs and a stop function that checks a clean
+// shutdown.
+func startServe(t *testing.T, env map[string]string) (port string, logs *syncBuffer, stop func()) {
+	t.Helper()
+	logs = &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, slog.New(slog.NewTextHandler(logs, nil)), serveEnv(env)) }()
+
+	endpoint := regexp.MustCompile(`endpoint=https?://\S*:(\d+)`)
+	var err error
+	require.Eventually(t, func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+		}
+		if m := endpoint.FindStringSubmatch(logs.String()); m != nil {
+			port = m[1]
+			return true
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond)
+	if port == "" {
+		cancel()
+		t.Fatalf("serve returned without listening: %v\n%s", err, logs.String())
+	}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				assert.NoError(t, err)
+			case <-time.After(15 * time.Second):
+				t.Error("server did not shut down")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return port, logs, stop
+}
+
+const encodeBody = `{"payloads":[{"metadata":{"encoding":"anNvbi9wbGFpbg=="},"data":"Ingi"}]}` // json/plain "x"
+
+// Loopback without tokens still serves, with the warning.
+func TestServeLoopbackWithoutTokensStarts(t *testing.T) {
+	setTestKeys(t)
+	addrs := []struct{ addr, dial string }{
+		{"127.0.0.1:0", "127.0.0.1"},
+		{"localhost:0", "localhost"},
+	}
+	if ln, err := net.Listen("tcp", "[::1]:0"); err == nil {
+		ln.Close()
+		addrs = append(addrs, struct{ addr, dial string }{"[::1]:0", "[::1]"})
+	}
+	for _, a := range addrs {
+		t.Run(a.addr, func(t *testing.T) {
+			listened := recordListen(t, false)
+			port, logs, stop := startServe(t, map[string]string{envAddr: a.addr})
+			assert.Equal(t, []string{a.addr}, *listened)
+			resp, body := post(t, "http://"+a.dial+":"+port+"/encode", encodeBody, nil)
+			assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+			stop()
+			assert.Contains(t, logs.String(), "CODEC_AUTH_TOKENS is not set")
+			assert.Contains(t, logs.String(), "auth=false")
+		})
+	}
+}
+
+// Beyond loopback with tokens: serves, and only to token holders.
+func TestServeNonLoopbackWithTokensStarts(t *testing.T) {
+	setTestKeys(t)
+	listened := recordListen(t, false)
+	port, logs, stop := startServe(t, map[string]string{envAddr: "0.0.0.0:0", envAuthTokens: "tok-alpha-123"})
+	assert.Equal(t, []string{"0.0.0.0:0"}, *listened)
+	url := "http://127.0.0.1:" + port + "/encode"
+	resp, _ := post(t, url, encodeBody, nil)
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, body := post(t, url, encodeBody, map[string]string{"Authorization": "Bearer tok-alpha-123"})
+	assert.Equal(t, http.StatusOK, resp.StatusCode, body)
+	stop()
+	assert.NotContains(t, logs.String(), "CODEC_AUTH_TOKENS is not set")
+	assert.Contains(t, logs.String(), "auth=true")
+	assert.NotContains(t, logs.String(), "tok-alpha")
 }

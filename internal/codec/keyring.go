@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 )
@@ -200,13 +201,19 @@ func decodeKey(s string) ([]byte, error) {
 	return nil, errors.New("is not valid base64")
 }
 
-// LoadFile reads and validates a key file.
+// LoadFile reads and validates a key file. It refuses a file whose
+// permission bits grant anything to group or others (mode&0o077 != 0): its
+// keys decrypt every claim, so only the service user may read it (chmod 600
+// or 400). The mode checked is that of the file opened, after symlinks.
 func LoadFile(path string) (*Keyring, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("codec: key file: %w", err)
 	}
 	defer f.Close()
+	if err := checkKeyFileMode(f, path); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("codec: key file %s: %w", path, err)
@@ -219,6 +226,24 @@ func LoadFile(path string) (*Keyring, error) {
 		return nil, fmt.Errorf("%w (in %s)", err, path)
 	}
 	return kr, nil
+}
+
+// checkKeyFileMode refuses an open key file that group or others may
+// access. Windows has no such permission bits (os reports 0666 or 0444), so
+// there the file's ACL is the operator's to set.
+func checkKeyFileMode(f *os.File, path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("codec: key file %s: %w", path, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("codec: key file %s has mode %04o, which lets group or others access it, and its keys decrypt all claim data; "+
+			"make it readable by its owner only: chmod 600 %s", path, perm, path)
+	}
+	return nil
 }
 
 // LoadFromEnv loads the key ring from the file named by CODEC_KEYS_FILE or,
@@ -244,7 +269,8 @@ func LoadFromEnv() (*Keyring, error) {
 
 // GenerateKeyring makes a key ring with one fresh random key (crypto/rand)
 // named id and active, and returns it with its key-file JSON. The JSON is
-// secret: store it with mode 0600 or in a secret manager.
+// secret: store it with mode 0600 (LoadFile refuses a key file group or
+// others can access) or in a secret manager.
 func GenerateKeyring(id string) (Keyring, []byte, error) {
 	if err := validateKeyID(id); err != nil {
 		return Keyring{}, nil, err
