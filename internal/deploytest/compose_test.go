@@ -71,12 +71,19 @@ func repoRoot(t *testing.T) string {
 // resources cannot reach the network.
 func load(t *testing.T, workingDir string, file types.ConfigFile, profiles ...string) (*types.Project, error) {
 	t.Helper()
+	return loadEnv(t, workingDir, file, types.Mapping{}, profiles...)
+}
+
+// loadEnv is load with exactly the given environment (nothing from the
+// process's own).
+func loadEnv(t *testing.T, workingDir string, file types.ConfigFile, environment types.Mapping, profiles ...string) (*types.Project, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	details := types.ConfigDetails{
 		WorkingDir:  workingDir,
 		ConfigFiles: []types.ConfigFile{file},
-		Environment: types.Mapping{},
+		Environment: environment,
 	}
 	return loader.LoadWithContext(ctx, details, func(o *loader.Options) {
 		o.SetProjectName(projectName, true)
@@ -85,12 +92,48 @@ func load(t *testing.T, workingDir string, file types.ConfigFile, profiles ...st
 	})
 }
 
-// loadRepo loads ../../docker-compose.yml with every profile enabled.
-func loadRepo(t *testing.T) *types.Project {
+// requiredVars are the variables docker-compose.yml requires with
+// ${VAR:?message} (it has no safe default for them), with the test values
+// repoEnv gives them. Every other variable is left unset, so the file's
+// ${VAR:-default} defaults are what is tested.
+var requiredVars = map[string]string{
+	// The host path of the payload key file; it need not exist to load.
+	"CODEC_KEYS_FILE":        "/srv/durableclaims-test/codec-keys.json",
+	"GRAFANA_ADMIN_PASSWORD": "test-grafana-password",
+}
+
+// repoEnv is the environment the repository's compose file is loaded with:
+// the required variables and nothing else.
+func repoEnv() types.Mapping {
+	m := types.Mapping{}
+	for k, v := range requiredVars {
+		m[k] = v
+	}
+	return m
+}
+
+// loadRepoWith loads ../../docker-compose.yml with environment and profiles.
+func loadRepoWith(t *testing.T, environment types.Mapping, profiles ...string) (*types.Project, error) {
 	t.Helper()
 	root := repoRoot(t)
-	p, err := load(t, root, types.ConfigFile{Filename: filepath.Join(root, "docker-compose.yml")}, "*")
+	return loadEnv(t, root, types.ConfigFile{Filename: filepath.Join(root, "docker-compose.yml")}, environment, profiles...)
+}
+
+// loadRepo loads ../../docker-compose.yml with every profile enabled and
+// the required variables set (repoEnv).
+func loadRepo(t *testing.T) *types.Project {
+	t.Helper()
+	p, err := loadRepoWith(t, repoEnv(), "*")
 	require.NoError(t, err, "docker-compose.yml must load and validate")
+	return p
+}
+
+// loadRepoDefault loads ../../docker-compose.yml as a plain `docker compose
+// up` would: no profile enabled, the required variables set (repoEnv).
+func loadRepoDefault(t *testing.T) *types.Project {
+	t.Helper()
+	p, err := loadRepoWith(t, repoEnv())
+	require.NoError(t, err, "docker-compose.yml must load and validate without profiles")
 	return p
 }
 
@@ -122,9 +165,7 @@ func TestToolsAreNotStartedByDefault(t *testing.T) {
 		assert.Contains(t, service(t, p, name).Profiles, "tools", "%s must sit in the tools profile", name)
 	}
 
-	root := repoRoot(t)
-	def, err := load(t, root, types.ConfigFile{Filename: filepath.Join(root, "docker-compose.yml")})
-	require.NoError(t, err)
+	def := loadRepoDefault(t)
 	assert.NotContains(t, def.ServiceNames(), "starter", "`docker compose up` must not start starter")
 	assert.Contains(t, def.DisabledServiceNames(), "starter")
 	assert.Contains(t, def.ServiceNames(), "worker")
@@ -1820,8 +1861,7 @@ func workerMetricsPort(t *testing.T, p *types.Project) int {
 
 func TestMonitoringServices(t *testing.T) {
 	root := repoRoot(t)
-	def, err := load(t, root, types.ConfigFile{Filename: filepath.Join(root, "docker-compose.yml")})
-	require.NoError(t, err)
+	def := loadRepoDefault(t)
 	for _, name := range []string{"prometheus", "grafana"} {
 		assert.Contains(t, def.ServiceNames(), name, "`docker compose up` must start %s", name)
 	}
