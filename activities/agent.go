@@ -1,13 +1,11 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -327,7 +325,7 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		name := str("name")
 		for _, d := range sc.Documents {
 			if d.Name == name {
-				return a.documentText(ctx, d)
+				return a.documentText(ctx, sc.ClaimID, d)
 			}
 		}
 		names := make([]string, 0, len(sc.Documents))
@@ -370,28 +368,30 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 }
 
 // documentText is what get_document_text answers: the start of a text
-// document, or what kind of file it is when it is not text.
-func (a *Activities) documentText(ctx context.Context, d claim.Document) (any, error) {
+// document, or what kind of file it is when it is not text. Only the
+// claim's own documents in the blob store are read, never a path.
+func (a *Activities) documentText(ctx context.Context, claimID string, d claim.Document) (any, error) {
 	out := map[string]any{"name": d.Name, "size": d.Size}
 	if a.Blobs == nil || d.URI == "" {
 		out["text"] = nil
 		out["note"] = "the document is not in the blob store"
 		return out, nil
 	}
+	if err := a.Blobs.CheckDocument(claimID, d.URI); err != nil {
+		return nil, refuse("document %q is not one of this claim's documents in the blob store", d.Name)
+	}
 	b, err := a.Blobs.Get(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, MaxToolResultBytes)
 	if err != nil {
 		return nil, err
 	}
 	truncated := int64(len(b)) < d.Size
-	for i := 0; truncated && i < utf8.UTFMax-1 && !utf8.Valid(b); i++ {
-		b = b[:len(b)-1] // a character cut in two at the limit
-	}
-	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+	text, ok := asText(b, truncated)
+	if !ok {
 		out["text"] = nil
 		out["note"] = "binary document (an image or a PDF): no text to read"
 		return out, nil
 	}
-	out["text"] = string(b)
+	out["text"] = text
 	if truncated {
 		out["truncated"] = true
 	}

@@ -1,12 +1,15 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -40,6 +43,8 @@ type LoadClaimResult struct {
 	Rules     *insurer.Rules `json:"rules,omitempty"`
 	// Revoked lists the input's Keys the directory no longer lists.
 	Revoked []string `json:"revoked,omitempty"`
+	// Review is what the review rules read (nil before they existed).
+	Review *Review `json:"review,omitempty"`
 	Meta
 }
 
@@ -67,12 +72,20 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if err != nil {
 		return LoadClaimResult{}, err
 	}
-	if err := a.checkDocuments(ctx, &rec.Claim); err != nil {
+	texts, err := a.checkDocuments(ctx, rec.Claim)
+	if err != nil {
 		return LoadClaimResult{}, err
 	}
 	a.fault(ctx, point, AfterEffect)
 	rules := a.Rules
 	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, AmendedBy: rec.AmendedBy, Rules: &rules, Meta: meta(ctx)}
+	p, ok := a.Policies[rec.Claim.PolicyID]
+	if ok {
+		res.Policy = &p
+	}
+	if res.Review, err = a.review(ctx, rec.Claim, res.Policy, texts); err != nil {
+		return LoadClaimResult{}, err
+	}
 	if len(in.Keys) > 0 {
 		book, err := authority.Load(a.ApproversFile)
 		if err != nil {
@@ -84,10 +97,52 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 			}
 		}
 	}
-	if p, ok := a.Policies[rec.Claim.PolicyID]; ok {
-		res.Policy = &p
-	}
 	return res, nil
+}
+
+// Review is what intake found that the rules weigh, whatever the model
+// says: recorded with intake, so the workflow decides from history.
+type Review struct {
+	// PriorClaims counts the claimant's other claims (same e-mail or payout
+	// account) registered within the policy's window, capped.
+	PriorClaims int `json:"prior_claims"`
+	// Exclusions lists, for each category the claim's policy excludes,
+	// the exclusion's terms found in the claim's description or documents.
+	Exclusions []ExclusionHit `json:"exclusions,omitempty"`
+}
+
+// ExclusionHit is an excluded category whose words the claim uses.
+type ExclusionHit struct {
+	Category string   `json:"category"`
+	Terms    []string `json:"terms"`
+}
+
+// MaxScannedText is how much of each text document the rules read.
+const MaxScannedText = 64 << 10
+
+func (a *Activities) review(ctx context.Context, c claim.Claim, p *claim.Policy, texts []string) (*Review, error) {
+	since := time.Now().Add(-time.Duration(a.Rules.PriorClaimsWindow))
+	n, err := a.Store.CountPriorClaims(ctx, c.ID, c.Claimant.Email, c.Claimant.StripeAccount, since)
+	if err != nil {
+		return nil, err
+	}
+	r := &Review{PriorClaims: n}
+	if p == nil {
+		return r, nil
+	}
+	words := strings.ToLower(strings.Join(append([]string{c.Description}, texts...), "\n"))
+	for _, category := range p.ExcludedCategories {
+		var hit []string
+		for _, term := range a.Rules.ExclusionTerms[category] {
+			if strings.Contains(words, strings.ToLower(term)) {
+				hit = append(hit, term)
+			}
+		}
+		if len(hit) > 0 {
+			r.Exclusions = append(r.Exclusions, ExclusionHit{Category: category, Terms: hit})
+		}
+	}
+	return r, nil
 }
 
 // CloseInput is step 8's input.
@@ -177,29 +232,46 @@ func ledgerReplay(ctx context.Context) {
 	metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolLedger, "by": "lookup"})
 }
 
-// checkDocuments makes sure every document is in the blob store as the claim
-// says: a reference whose content changed is refused; a document that only
-// has a path the worker can read (a claim started without the starter) is
-// stored now. The claim, and so the history, never holds the content.
-func (a *Activities) checkDocuments(ctx context.Context, c *claim.Claim) error {
-	if a.Blobs == nil {
-		return nil
-	}
+// checkDocuments makes sure every document is a reference to this claim's
+// folder in the blob store and still holds what the claim says (a changed
+// one is refused), and returns the text of those that are text, for the
+// rules to read. The worker never reads a local path: a claim is the
+// claimant's words, and a path in it could name any file on this machine.
+func (a *Activities) checkDocuments(ctx context.Context, c claim.Claim) ([]string, error) {
+	var texts []string
 	for i, d := range c.Documents {
-		if d.URI != "" {
-			if err := a.Blobs.Verify(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}); err != nil {
-				return invalid("documents[%d] (%s): %v", i, d.Name, err)
-			}
+		if d.URI == "" {
+			return nil, invalid("documents[%d] (%s): the worker never reads a local path (%q); documents are read only "+
+				"from the blob store by reference, which the starter stores them in", i, d.Name, d.Path)
+		}
+		if a.Blobs == nil {
 			continue
 		}
-		ref, err := a.Blobs.PutFile(ctx, blobs.DocumentKey(c.ID, i, d.Path), d.Path)
-		if errors.Is(err, blobs.ErrTooLarge) || errors.Is(err, os.ErrNotExist) {
-			return invalid("documents[%d] (%s): not in the blob store, and %v", i, d.Name, err)
+		if err := a.Blobs.CheckDocument(c.ID, d.URI); err != nil {
+			return nil, invalid("documents[%d] (%s): %v", i, d.Name, err)
 		}
+		head, err := a.Blobs.VerifyHead(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, MaxScannedText)
 		if err != nil {
-			return err
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, blobs.ErrChanged) || errors.Is(err, blobs.ErrNotTheClaims) {
+				return nil, invalid("documents[%d] (%s): %v", i, d.Name, err)
+			}
+			return nil, err
 		}
-		c.Documents[i] = claim.Document{Name: d.Name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+		if text, ok := asText(head, len(head) < int(d.Size)); ok {
+			texts = append(texts, text)
+		}
 	}
-	return nil
+	return texts, nil
+}
+
+// asText is b as text, or false for binary content (a photo, a PDF).
+// A character cut in two at the end of a truncated read is dropped.
+func asText(b []byte, truncated bool) (string, bool) {
+	for i := 0; truncated && i < utf8.UTFMax-1 && !utf8.Valid(b); i++ {
+		b = b[:len(b)-1]
+	}
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		return "", false
+	}
+	return string(b), true
 }

@@ -74,17 +74,83 @@ func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	body, err := os.ReadFile(files[0])
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "Message-ID: <claim-0042.step7@durableclaims>")
-	assert.Contains(t, string(body), "We have paid 1840.00 USD (transfer tr_1)")
+	assert.Contains(t, string(body), "we have paid 1840.00 USD (transfer tr_1)")
 	msgs, err := a.Store.Messages(context.Background(), "claim-0042")
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	assert.Equal(t, 2, msgs[0].Attempts, "sent twice (the crash window), recorded once")
 }
 
-func register(t *testing.T, a *Activities, c claim.Claim) {
+// register registers c as the starter would, its documents stored in a
+// blob store first (references only, never paths).
+func register(t *testing.T, a *Activities, c *claim.Claim) {
 	t.Helper()
-	_, _, err := a.Store.PutClaim(context.Background(), c)
+	if a.Blobs == nil {
+		docs, err := blobs.Open(context.Background(), "file://"+t.TempDir()+"?create_dir=true")
+		require.NoError(t, err)
+		t.Cleanup(func() { docs.Close() })
+		a.Blobs = docs
+	}
+	for i, d := range c.Documents {
+		ref, err := a.Blobs.Put(context.Background(), blobs.DocumentKey(c.ID, i, d.Path), strings.NewReader("content of "+d.Name))
+		require.NoError(t, err)
+		c.Documents[i] = claim.Document{Name: d.Name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+	}
+	_, _, err := a.Store.PutClaim(context.Background(), *c)
 	require.NoError(t, err)
+}
+
+// The worker never reads a local path a claim names, and refuses a
+// reference outside the claim's own folder of the blob store.
+func TestLoadReadsDocumentsOnlyByReference(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	_, _, err := a.Store.PutClaim(context.Background(), c) // paths, as a hand-made record would have
+	require.NoError(t, err)
+	_, err = run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	assert.Equal(t, ErrInvalidInput, appErrType(err))
+	assert.ErrorContains(t, err, "documents[0]")
+	assert.ErrorContains(t, err, "never reads a local path")
+
+	other := sampleClaim(t)
+	other.ID = "claim-0099"
+	register(t, a, &other)
+	stolen := sampleClaim(t)
+	stolen.ID = "claim-0100"
+	stolen.Documents = other.Documents[:1] // another claim's evidence
+	_, _, err = a.Store.PutClaim(context.Background(), stolen)
+	require.NoError(t, err)
+	_, err = run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: stolen})
+	assert.Equal(t, ErrInvalidInput, appErrType(err))
+	assert.ErrorContains(t, err, "is not under claims/claim-0100/")
+}
+
+// Intake reads what the review rules weigh: the claimant's other claims in
+// the window, and the words of an excluded category in the claim's own
+// description and documents.
+func TestLoadFindsWhatTheReviewRulesWeigh(t *testing.T) {
+	a := newActivities(t, nil)
+	a.Rules = insurer.Defaults()
+	for _, id := range []string{"claim-0201", "claim-0202"} {
+		c := sampleClaim(t)
+		c.ID, c.Documents = id, nil
+		register(t, a, &c)
+	}
+	c := sampleClaim(t)
+	c.PolicyID, c.Description = "pol-2002", "The boiler gave out"
+	c.Documents = c.Documents[:1]
+	register(t, a, &c)
+	ref, err := a.Blobs.Put(context.Background(), blobs.DocumentKey(c.ID, 0, "report.txt"), strings.NewReader("Engineer's report: rust and old age, no sudden event"))
+	require.NoError(t, err)
+	c.Documents[0] = claim.Document{Name: "report.txt", URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+	_, err = a.Store.Amend(context.Background(), c.ID, "ops", func(x *claim.Claim) error { x.Documents = c.Documents; return nil })
+	require.NoError(t, err)
+	res, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	require.NoError(t, err)
+	require.NotNil(t, res.Review)
+	assert.Equal(t, 2, res.Review.PriorClaims, "the same e-mail and account")
+	assert.Equal(t, []ExclusionHit{{Category: "wear-and-tear", Terms: []string{"rust", "old age"}}}, res.Review.Exclusions,
+		"the document's words, read from the blob store")
 }
 
 // The system of record decides what exists: intake refuses a claim it does
@@ -104,7 +170,7 @@ func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
 	a.Rules = insurer.Defaults()
 	a.Rules.AutoApproveLimit = "750"
 	c := sampleClaim(t)
-	register(t, a, c)
+	register(t, a, &c)
 	loaded, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
 	require.NoError(t, err)
 	assert.Equal(t, "open", loaded.Status)
@@ -143,7 +209,7 @@ func TestLoadRefusesInvalidClaimsAndKnowsUnknownPolicies(t *testing.T) {
 	a := newActivities(t, nil)
 	c := sampleClaim(t)
 	c.PolicyID = "pol-0000"
-	register(t, a, c)
+	register(t, a, &c)
 	res, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
 	require.NoError(t, err)
 	assert.Nil(t, res.Policy)
@@ -234,4 +300,32 @@ func TestTranscriptsOverTheThresholdGoToTheBlobStore(t *testing.T) {
 	assert.Greater(t, big.TranscriptRef.Size, int64(100_000))
 	require.NoError(t, docs.Verify(context.Background(), *big.TranscriptRef))
 	assert.Equal(t, small.Output, big.Output, "the answer itself stays in history")
+}
+
+// The claimant's e-mail tells the outcome, not our internals: whatever the
+// run's reason says (who rejected it, the model's rationale, fraud
+// signals), none of it reaches the claimant.
+func TestClaimantEmailsTellTheOutcomeNotOurInternals(t *testing.T) {
+	a := newActivities(t, nil)
+	for outcome, want := range map[string]string{
+		"rejected":  "We are unable to pay your claim claim-0042.",
+		"expired":   "could not complete the review",
+		"withdrawn": "withdrawn, as asked",
+		"paid":      "we have paid 1840.00 USD (transfer tr_1)",
+	} {
+		in := NotifyInput{Key: claim.IdempotencyKey("claim-0042:step7:" + outcome), ClaimID: "claim-0042", To: "ada@example.com", Name: "Ada",
+			Outcome: outcome, PayoutMinor: 184000, Currency: "usd",
+			Reason: "rejected by adjuster-17: fraud score 95 (pressure-language); the model's rationale: invoice looks altered"}
+		if outcome == "paid" {
+			in.TransferID = "tr_1"
+		}
+		r, err := run[NotifyResult](t, a, a.NotifyClaimant, in)
+		require.NoError(t, err)
+		body, err := os.ReadFile(filepath.Join(a.Mailer.(SpoolMailer).Dir, fileSafe(r.MessageID)+".eml"))
+		require.NoError(t, err)
+		assert.Contains(t, string(body), want, outcome)
+		for _, internal := range []string{"adjuster-17", "fraud", "rationale", "altered", "pressure"} {
+			assert.NotContains(t, string(body), internal, "%s: the e-mail says %q", outcome, internal)
+		}
+	}
 }

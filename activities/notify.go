@@ -36,9 +36,10 @@ type Mailer interface {
 // message again replaces the file, so the spool never holds a duplicate.
 type SpoolMailer struct{ Dir string }
 
-// Send writes the message atomically (temporary file, then rename).
+// Send writes the message atomically (temporary file, then rename), owner
+// only: it holds a claimant's name, address and outcome.
 func (s SpoolMailer) Send(_ context.Context, m Email) error {
-	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return err
 	}
 	name := filepath.Join(s.Dir, fileSafe(m.MessageID)+".eml")
@@ -111,20 +112,37 @@ type NotifyResult struct {
 	Meta
 }
 
-// NotifyClaimant is step 7: tell the claimant the outcome, once.
+// NotifyClaimant is step 7: tell the claimant the outcome, once. The
+// e-mail says what the claimant needs to know and nothing of how we got
+// there: no approver's name, no model rationale, no fraud reasons (the
+// input's Reason is for the audit, never the e-mail).
 func (a *Activities) NotifyClaimant(ctx context.Context, in NotifyInput) (NotifyResult, error) {
 	if err := requireKey(in.Key); err != nil {
 		return NotifyResult{}, err
 	}
 	subject := fmt.Sprintf("Your claim %s: %s", in.ClaimID, in.Outcome)
-	body := fmt.Sprintf("Dear %s,\n\nYour claim %s is %s.\n", in.Name, in.ClaimID, in.Outcome)
-	if in.TransferID != "" {
-		body += fmt.Sprintf("We have paid %s %s (transfer %s).\n", claim.FormatAmount(in.PayoutMinor, in.Currency), strings.ToUpper(in.Currency), in.TransferID)
+	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: in.To, Subject: subject, Body: claimantLetter(in)})
+}
+
+// claimantLetter is the claimant's e-mail: the outcome, and what to do next.
+func claimantLetter(in NotifyInput) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Dear %s,\n\n", in.Name)
+	switch in.Outcome {
+	case "paid":
+		fmt.Fprintf(&b, "Your claim %s is paid: we have paid %s %s (transfer %s).\n", in.ClaimID,
+			claim.FormatAmount(in.PayoutMinor, in.Currency), strings.ToUpper(in.Currency), in.TransferID)
+	case "withdrawn":
+		fmt.Fprintf(&b, "Your claim %s is withdrawn, as asked. Nothing was paid.\n", in.ClaimID)
+	case "expired":
+		fmt.Fprintf(&b, "We could not complete the review of your claim %s in time, so it is closed without payment.\n", in.ClaimID)
+	default:
+		fmt.Fprintf(&b, "We are unable to pay your claim %s.\n", in.ClaimID)
 	}
-	if in.Reason != "" {
-		body += "Reason: " + in.Reason + "\n"
+	if in.Outcome != "paid" && in.Outcome != "withdrawn" {
+		b.WriteString("If you think this is wrong, reply to this e-mail quoting your claim number and we will look at it again.\n")
 	}
-	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: in.To, Subject: subject, Body: body})
+	return b.String()
 }
 
 // NoticeInput describes a pending approval for a reminder or an escalation.
@@ -156,8 +174,9 @@ func (a *Activities) approvalNotice(ctx context.Context, in NoticeInput, to, sub
 		return NotifyResult{}, err
 	}
 	body := fmt.Sprintf("Claim %s (%s %s) %s.\nRequest sha256: %s\nDeadline: %s\n\n"+
-		"Decide: temporal workflow update execute --workflow-id %s --name decide --input '{\"approver\":\"<you>\",\"decision\":\"approve\",\"payload_sha256\":\"%s\"}'\n",
-		in.ClaimID, in.Amount, strings.ToUpper(in.Currency), what, in.RequestSHA256, in.Deadline.Format(time.RFC3339), in.ClaimID, in.RequestSHA256[:min(12, len(in.RequestSHA256))])
+		"Decide with your signing key: temporal workflow signal --workflow-id %s --name approve "+
+		"--input \"$(claimsctl receipt approve %s --key YOUR.key)\" (or reject, with --reason)\n",
+		in.ClaimID, in.Amount, strings.ToUpper(in.Currency), what, in.RequestSHA256, in.Deadline.Format(time.RFC3339), in.ClaimID, in.ClaimID)
 	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: to, Subject: subject, Body: body})
 }
 

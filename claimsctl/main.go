@@ -26,7 +26,10 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	config.OwnerOnly()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 const usage = `usage:
   claimsctl list [--status waiting] [--json]   claims from visibility, newest first

@@ -16,9 +16,11 @@ echo "crash injection: claim-0042 dies in step 7 (notify); claim-0043 dies in st
 stack_up --crash-at claim-0042:7,claim-0043:6:after-effect
 
 say "Starting claims"
-bin/starter examples/claims/claim-0042.json examples/claims/claim-0043.json
+# The claim files name their documents in examples/docs: the starter reads
+# documents only under a root, here examples/ (by default, the claim file's folder).
+bin/starter --docs-root examples examples/claims/claim-0042.json examples/claims/claim-0043.json
 echo "    claim-0044 gets approval TTLs of 3 s + 3 s, and nobody will answer:"
-bin/starter --approval-ttl 3s --escalation-ttl 3s examples/claims/claim-0044.json
+bin/starter --docs-root examples --approval-ttl 3s --escalation-ttl 3s examples/claims/claim-0044.json
 
 say "Both 1840.00 claims are above the 1000.00 auto-approve limit, so they park at step 5"
 bin/claimsctl wait --status waiting --timeout 90s claim-0042 claim-0043

@@ -20,10 +20,10 @@ TAG=${HIST_TAG:-$(date -u +%Y%m%d)}
 mkdir -p "$OUT"
 
 id() { echo "hist-$TAG-$1"; }
-start() { # name amount [starter flags]
+start() { # name amount [starter flags]; one claimant per claim (many claims by one is a review rule)
   local name=$1 amount=$2; shift 2
-  bin/starter "$@" --claim-id "$(id "$name")" --policy pol-1001 --name "Ada Lovelace" --email ada@example.com \
-    --account acct_1AdaLovelace42 --amount "$amount" --description "A burst pipe flooded the kitchen overnight" >/dev/null
+  bin/starter "$@" --claim-id "$(id "$name")" --policy pol-1001 --name "Ada Lovelace" --email "$name@example.com" \
+    --account "acct_1Ada${name//-/}" --amount "$amount" --description "A burst pipe flooded the kitchen overnight" >/dev/null
 }
 signal() { "$TEMPORAL" workflow signal --workflow-id "$(id "$1")" --name "$2" --input "$3" >/dev/null; }
 # receipt VERDICT NAME APPROVER [claimsctl receipt flags]: a signed decision.
@@ -52,13 +52,21 @@ start capped 640.00 --max-payout 100.00
 start four-eyes 1840.00 --four-eyes-above 1500
 start lowered 1840.00
 start refused 1840.00
+# A frequent claimant: three earlier claims by the same person send a small claim to a human.
+for n in 1 2 3; do
+  bin/starter --register-only --claim-id "$(id frequent-prior-$n)" --policy pol-1001 --name "Ada Lovelace" --email frequent@example.com \
+    --account acct_1AdaFrequent --amount 50.00 --description "A cracked window pane in the hallway" >/dev/null
+done
+bin/starter --claim-id "$(id frequent)" --policy pol-1001 --name "Ada Lovelace" --email frequent@example.com \
+  --account acct_1AdaFrequent --amount 640.00 --description "A burst pipe flooded the kitchen overnight" >/dev/null
 direct unregistered '{}'
 bin/starter --register-only --claim-id "$(id loosened)" --policy pol-1001 --name Mallory --email mallory@example.com \
   --account acct_1Mallory --amount 9999.00 --description "A burst pipe" >/dev/null
 direct loosened '{"auto_approve_limit_minor":4611686018427387904}'
 
 bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)" \
-  "$(id four-eyes)" "$(id lowered)" "$(id refused)"
+  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)"
+signal frequent approve "$(receipt approve frequent adjuster-17)"
 signal approved approve "$(receipt approve approved adjuster-17 --note recorded)"
 "$TEMPORAL" workflow update execute --workflow-id "$(id approved-update)" --name decide \
   --input "$(receipt approve approved-update adjuster-17)" >/dev/null
@@ -81,7 +89,7 @@ signal amended approve "$(receipt approve amended adjuster-9)"
 signal amended approve "$(receipt approve amended adjuster-17)"
 
 for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped \
-  four-eyes lowered refused unregistered loosened; do
+  four-eyes lowered refused frequent unregistered loosened; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
   echo "    $OUT/$(id "$name").json"

@@ -38,7 +38,10 @@ const (
 	exitInvalid = 2
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	config.OwnerOnly()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 type options struct {
 	autoApprove   string
@@ -54,6 +57,7 @@ type options struct {
 	maxTokens     int64
 	fourEyes      string
 	registerOnly  bool
+	docsRoot      string
 	file          claim.File
 }
 
@@ -74,6 +78,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.maxAge, "max-age", 0, "cap on a run's age, approval waits included (lower only)")
 	fs.IntVar(&o.maxTurns, "max-triage-turns", envInt("TRIAGE_MAX_TURNS", 0), "cap on the triage agent's model turns; past it a human triages (env TRIAGE_MAX_TURNS; lower only)")
 	fs.Int64Var(&o.maxTokens, "max-triage-tokens", int64(envInt("TRIAGE_MAX_TOKENS", 0)), "cap on the tokens triage may use; past it a human triages (env TRIAGE_MAX_TOKENS; lower only)")
+	fs.StringVar(&o.docsRoot, "docs-root", os.Getenv("DOCS_ROOT"), "read documents only under this directory (env DOCS_ROOT; default: each claim file's own directory)")
 	fs.BoolVar(&o.registerOnly, "register-only", false, "register the claims in the system of record (documents stored) without starting them")
 	fs.StringVar(&o.fourEyes, "four-eyes-above", "", "payout above which two approvers must agree, in the claim's currency (lower only)")
 	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
@@ -97,6 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	type named struct {
 		source string
 		claim  claim.Claim
+		root   string // documents are read only under it
 	}
 	var claims []named
 	bad := false
@@ -106,7 +112,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report(stderr, "flags", err)
 			bad = true
 		}
-		claims = append(claims, named{"flags", c})
+		root := o.docsRoot
+		if root == "" {
+			root = "." // a claim from flags has no documents
+		}
+		claims = append(claims, named{"flags", c, root})
 	}
 	for _, path := range fs.Args() {
 		data, err := os.ReadFile(path)
@@ -120,16 +130,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			report(stderr, path, err)
 			bad = true
 		}
-		// Document paths are relative to the claim file.
+		// Document paths are relative to the claim file, and read only under
+		// the documents root: by default, the claim file's own directory.
 		for i, d := range c.Documents {
 			if d.Path != "" && !filepath.IsAbs(d.Path) {
 				c.Documents[i].Path = filepath.Join(filepath.Dir(path), d.Path)
 			}
 		}
-		claims = append(claims, named{path, c})
+		root := o.docsRoot
+		if root == "" {
+			root = filepath.Dir(path)
+		}
+		claims = append(claims, named{path, c, root})
 	}
 	for _, n := range claims {
-		if err := checkDocuments(n.claim); err != nil {
+		if err := checkDocuments(n.claim, n.root); err != nil {
 			report(stderr, n.source, err)
 			bad = true
 		}
@@ -179,8 +194,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer docs.Close()
 
 	code := exitOK
-	for _, in := range inputs {
-		if err := storeDocuments(ctx, docs, &in.Claim); err != nil {
+	for i, in := range inputs {
+		if err := storeDocuments(ctx, docs, &in.Claim, claims[i].root); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
 			code = exitFailed
 			continue
@@ -299,46 +314,5 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 		fmt.Fprintf(out, "started %s (run %s), %s %s\n", id, run.GetRunID(), in.Claim.Amount(), in.Claim.Currency)
 	}
 	fmt.Fprintf(out, "  approve: temporal workflow signal --workflow-id %s --name approve --input \"$(claimsctl receipt approve %s --key YOUR.key)\"\n", id, id)
-	return nil
-}
-
-// checkDocuments refuses, before anything starts, documents that are
-// missing or larger than the blob store takes.
-func checkDocuments(c claim.Claim) error {
-	var errs claim.ValidationError
-	for i, d := range c.Documents {
-		if d.URI != "" {
-			continue
-		}
-		fi, err := os.Stat(d.Path)
-		field := fmt.Sprintf("documents[%d].path", i)
-		switch {
-		case err != nil:
-			errs = append(errs, claim.FieldError{Field: field, Reason: fmt.Sprintf("cannot read %s: %v", d.Path, errors.Unwrap(err))})
-		case !fi.Mode().IsRegular():
-			errs = append(errs, claim.FieldError{Field: field, Reason: d.Path + " is not a regular file"})
-		case fi.Size() > blobs.DefaultMaxSize:
-			errs = append(errs, claim.FieldError{Field: field, Reason: fmt.Sprintf("%s is %d bytes, more than %d", d.Path, fi.Size(), blobs.DefaultMaxSize)})
-		}
-	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
-}
-
-// storeDocuments moves each document into the blob store: the claim (and
-// so its workflow history) then carries a reference, never the content.
-func storeDocuments(ctx context.Context, docs *blobs.Store, c *claim.Claim) error {
-	for i, d := range c.Documents {
-		if d.URI != "" {
-			continue
-		}
-		ref, err := docs.PutFile(ctx, blobs.DocumentKey(c.ID, i, d.Path), d.Path)
-		if err != nil {
-			return fmt.Errorf("documents[%d]: %w", i, err)
-		}
-		c.Documents[i] = claim.Document{Name: d.Name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
-	}
 	return nil
 }

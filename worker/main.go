@@ -37,6 +37,7 @@ func main() {
 	crashAt := flag.String("crash-at", "", "kill this process with SIGKILL once at each point: CLAIM:STEP[/SUB][:before-effect|after-effect],… (SUB e.g. turn2 or turn1/lookup_policy)")
 	crashState := flag.String("crash-state", "", "file that remembers fired crash points (default: next to CLAIMS_DB)")
 	flag.Parse()
+	config.OwnerOnly()
 	logger := config.Logger("worker")
 	if err := run(logger, *crashAt, *crashState); err != nil {
 		logger.Error("worker stopped", "error", err)

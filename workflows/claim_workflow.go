@@ -130,6 +130,11 @@ type claimRun struct {
 	// amendedBy lists who amended the claim, as last read: none of them
 	// may approve it.
 	amendedBy []string
+	// review is what intake found for the review rules (nil for runs
+	// before them); flags are the fraud signals the triage agent raised
+	// with its flag tool.
+	review *activities.Review
+	flags  []string
 
 	published       string    // ClaimStatus as last upserted
 	publishedExpiry time.Time // ApprovalDeadline as last upserted
@@ -206,8 +211,11 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	}
 	r.setClaim(loaded.Claim, loaded.Version)
 	r.amendedBy = loaded.AmendedBy
-	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionTrusted)
+	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionReview)
 	r.agent = version >= versionAgent
+	if version >= versionReview {
+		r.review = orEmpty(loaded.Review)
+	}
 	if version >= versionTrusted {
 		if err := r.adopt(loaded.Rules); err != nil {
 			workflow.GetLogger(ctx).Error("claim refused: its input loosens the insurer's policy", "error", err)
@@ -284,6 +292,9 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 			return r.deadLetter(ctx, err)
 		}
 		r.amendedBy = now.AmendedBy
+		if r.review != nil {
+			r.review = orEmpty(now.Review)
+		}
 		if now.Status == "withdrawn" {
 			appr.Voided = fmt.Sprintf("claim withdrawn (version %d)", now.Version)
 			r.setClaim(now.Claim, now.Version)
@@ -616,6 +627,9 @@ func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activitie
 		reasons = append(reasons, fmt.Sprintf("payout %s is above the auto-approve limit %s",
 			claim.FormatAmount(payout, c.Currency), claim.FormatAmount(limit, c.Currency)))
 	}
+	if r.review != nil {
+		reasons = append(reasons, r.ruleReasons(t)...)
+	}
 	if t.NeedsReview {
 		reasons = append(reasons, "triage asks for review: "+t.ReviewReason)
 	}
@@ -623,6 +637,37 @@ func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activitie
 		reasons = append(reasons, fmt.Sprintf("assessment asks for review (fraud score %d: %v)", t.FraudScore, t.FraudSignals))
 	}
 	return reasons
+}
+
+// ruleReasons are the deterministic review rules: each sends the claim to
+// a human whatever the model says. The model's answer is advice; it may
+// add reasons (needs_review), never take these away.
+func (r *claimRun) ruleReasons(t activities.Triage) []string {
+	var reasons []string
+	if len(r.flags) > 0 {
+		reasons = append(reasons, fmt.Sprintf("fraud signal raised for investigators during triage: %s", strings.Join(r.flags, "; ")))
+	}
+	if t.FraudScore >= r.rules.FraudScoreReview {
+		reasons = append(reasons, fmt.Sprintf("fraud score %d is at or over the review threshold %d", t.FraudScore, r.rules.FraudScoreReview))
+	}
+	if n := r.review.PriorClaims; n >= r.rules.PriorClaimsReview {
+		reasons = append(reasons, fmt.Sprintf("the claimant has %d prior claims in the last %d days (a human looks from %d)",
+			n, int(r.rules.PriorClaimsWindow.Hours()/24), r.rules.PriorClaimsReview))
+	}
+	for _, x := range r.review.Exclusions {
+		if x.Category != t.Category {
+			reasons = append(reasons, fmt.Sprintf("the policy excludes %s and the claim's own words say so (%s), but the model classified it as %s",
+				x.Category, strings.Join(x.Terms, ", "), t.Category))
+		}
+	}
+	return reasons
+}
+
+func orEmpty(rv *activities.Review) *activities.Review {
+	if rv == nil {
+		return &activities.Review{}
+	}
+	return rv
 }
 
 func (r *claimRun) onStage(ctx workflow.Context, stage approvals.Stage, deadline time.Time) error {

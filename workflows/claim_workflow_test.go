@@ -58,8 +58,10 @@ type calls struct {
 	// second read on (after an approval wait).
 	reread    func(*activities.LoadClaimResult)
 	approvers authority.Directory
-	// rules is the worker's policy intake records (default: the defaults).
+	// rules is the worker's policy intake records (default: the defaults);
+	// review what intake found for the review rules (default: nothing).
 	rules  *insurer.Rules
+	review *activities.Review
 	tokens int64
 	// model, when set, answers the triage turns instead of the rules.
 	model activities.Model
@@ -124,6 +126,7 @@ func (s *ClaimSuite) SetupTest() {
 				rules = *c.rules
 			}
 			res.Rules = &rules
+			res.Review = c.review
 			return res, nil
 		})
 	env.OnActivity(a.TriageClaim, mock.Anything, mock.Anything).Return(
@@ -161,7 +164,14 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.CallTool, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ToolInput) (activities.ToolResult, error) {
 			c.add("tool", in.Key)
-			return activities.ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Content: `{"ok":true}`, Meta: one}, nil
+			content := `{"ok":true}`
+			if in.Call.Name == activities.ToolFlagFraudSignal {
+				var args map[string]string
+				_ = json.Unmarshal([]byte(in.Call.Arguments), &args)
+				b, _ := json.Marshal(map[string]any{"flagged": true, "signal": args["signal"]})
+				content = string(b)
+			}
+			return activities.ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Content: content, Meta: one}, nil
 		})
 	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
@@ -491,7 +501,11 @@ func (s *ClaimSuite) TestFraudSignalsSendSmallClaimsToAHuman() {
 	r := s.result()
 	s.Equal(StatusPaid, r.Status)
 	s.Require().NotNil(r.Approval)
-	s.Contains(r.Approval.Request.Reasons[0], "fraud score")
+	reasons := strings.Join(r.Approval.Request.Reasons, "; ")
+	s.Contains(reasons, "fraud signal raised for investigators during triage: thin-description,pressure-language,no-documents",
+		"the agent flagged it: a rule, whatever the answer says")
+	s.Contains(reasons, "fraud score 75 is at or over the review threshold 50")
+	s.Contains(reasons, "assessment asks for review", "the model's own reason is kept beside the rules'")
 }
 
 func (s *ClaimSuite) TestUncoveredClaimIsRejectedWithoutAssessment() {

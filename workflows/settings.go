@@ -24,6 +24,15 @@ type settings struct {
 	caps          Caps
 	price         ModelPrice
 	historyBudget int64
+	rules         reviewRules
+}
+
+// reviewRules are the policy's thresholds for the deterministic review
+// rules (runs from versionReview on).
+type reviewRules struct {
+	FraudScoreReview  int
+	PriorClaimsReview int
+	PriorClaimsWindow time.Duration
 }
 
 // inputSettings are the settings of runs started before the worker held
@@ -146,5 +155,7 @@ func policySettings(p insurer.Rules, o Options, currency string) (settings, erro
 	s.price = ModelPrice{InMicrosPerMTok: max(o.ModelPrice.InMicrosPerMTok, p.ModelPriceIn),
 		OutMicrosPerMTok: max(o.ModelPrice.OutMicrosPerMTok, p.ModelPriceOut)}
 	s.historyBudget = tighterInt("history_budget_bytes", o.HistoryBudgetBytes, p.HistoryBudgetBytes)
+	s.rules = reviewRules{FraudScoreReview: p.FraudScoreReview, PriorClaimsReview: p.PriorClaimsReview,
+		PriorClaimsWindow: time.Duration(p.PriorClaimsWindow)}
 	return s, firstErr
 }

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -21,6 +22,9 @@ import (
 //	versionTrusted  the worker's policy (recorded at intake) rules the run and the
 //	                input may only tighten it; decisions need signed receipts;
 //	                four eyes above the threshold
+//	versionReview   deterministic review rules (fraud flags and score, prior
+//	                claims, exclusion words) send a claim to a human whatever
+//	                the model says
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -28,6 +32,7 @@ const versionClaim = "triage-agent"
 const (
 	versionAgent   = 1
 	versionTrusted = 2
+	versionReview  = 3
 )
 
 // toolStep runs one tool of the triage agent: a local activity, a read (or
@@ -101,6 +106,13 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 				return activities.Triage{}, err
 			}
 			r.status.ToolCalls++
+			if call.Name == activities.ToolFlagFraudSignal && !out.IsError {
+				var flagged struct {
+					Signal string `json:"signal"`
+				}
+				_ = json.Unmarshal([]byte(out.Content), &flagged)
+				r.flags = append(r.flags, flagged.Signal)
+			}
 			results = append(results, out)
 		}
 	}

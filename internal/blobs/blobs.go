@@ -35,6 +35,9 @@ type Ref struct {
 // ErrTooLarge refuses objects over the store's limit.
 var ErrTooLarge = errors.New("too large")
 
+// ErrChanged is an object whose content is not what its reference says.
+var ErrChanged = errors.New("changed since it was referenced")
+
 // Store is a bucket and the URL it was opened from.
 type Store struct {
 	bucket  *blob.Bucket
@@ -42,13 +45,14 @@ type Store struct {
 	MaxSize int64
 }
 
-// DefaultURL is a directory under var/, created on first use.
+// DefaultURL is a directory under var/, created on first use, its
+// directories owner-only (the files too, under the binaries' umask).
 func DefaultURL() string {
 	abs, err := filepath.Abs(filepath.Join("var", "blobs"))
 	if err != nil {
 		abs = filepath.Join(os.TempDir(), "durableclaims-blobs")
 	}
-	return "file://" + filepath.ToSlash(abs) + "?create_dir=true"
+	return "file://" + filepath.ToSlash(abs) + "?create_dir=true&dir_file_mode=0700"
 }
 
 // DefaultMaxSize is the largest document accepted (25 MiB).
@@ -102,39 +106,76 @@ func DocumentKey(claimID string, i int, path string) string {
 	return fmt.Sprintf("claims/%s/%d-%s", claimID, i, filepath.Base(path))
 }
 
-// PutFile stores the file at path under key.
-func (s *Store) PutFile(ctx context.Context, key, path string) (Ref, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return Ref{}, err
+// ErrNotTheClaims refuses a document reference outside its claim's
+// folder of this store: a claim cannot point at another claim's evidence,
+// at a transcript, or at anything else the store holds.
+var ErrNotTheClaims = errors.New("not one of this claim's documents")
+
+// CheckDocument says whether uri may be one of claimID's documents: an
+// object of this store under claims/<claimID>/, its key free of "..",
+// empty and "." segments.
+func (s *Store) CheckDocument(claimID, uri string) error {
+	key, ok := s.Key(uri)
+	if !ok {
+		return fmt.Errorf("%s is not in this blob store (%s): %w", uri, redact(s.base), ErrNotTheClaims)
 	}
-	defer f.Close()
-	return s.Put(ctx, key, f)
+	rest, ok := strings.CutPrefix(key, "claims/"+claimID+"/")
+	if !ok || rest == "" || strings.ContainsAny(key, "\\\x00") {
+		return fmt.Errorf("%s is not under claims/%s/: %w", uri, claimID, ErrNotTheClaims)
+	}
+	for _, seg := range strings.Split(rest, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return fmt.Errorf("%s: a document key has no empty, \".\" or \"..\" segments: %w", uri, ErrNotTheClaims)
+		}
+	}
+	return nil
 }
 
 // Verify reads the object a reference names and checks its size and hash.
 func (s *Store) Verify(ctx context.Context, ref Ref) error {
+	_, err := s.VerifyHead(ctx, ref, 0)
+	return err
+}
+
+// VerifyHead verifies the object as Verify does and returns its first n
+// bytes: one read for both.
+func (s *Store) VerifyHead(ctx context.Context, ref Ref, n int) ([]byte, error) {
 	r, err := s.open(ctx, ref.URI)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer r.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, r)
+	head := &prefix{max: n}
+	size, err := io.Copy(io.MultiWriter(h, head), r)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); n != ref.Size || got != ref.SHA256 {
-		return fmt.Errorf("%s changed: %d bytes sha256 %s, want %d bytes sha256 %s", ref.URI, n, got[:12], ref.Size, ref.SHA256[:min(12, len(ref.SHA256))])
+	if got := hex.EncodeToString(h.Sum(nil)); size != ref.Size || got != ref.SHA256 {
+		return nil, fmt.Errorf("%s: %d bytes sha256 %s, want %d bytes sha256 %s: %w", ref.URI, size, got[:12], ref.Size,
+			ref.SHA256[:min(12, len(ref.SHA256))], ErrChanged)
 	}
-	return nil
+	return head.b, nil
+}
+
+// prefix keeps the first max bytes written to it.
+type prefix struct {
+	b   []byte
+	max int
+}
+
+func (p *prefix) Write(b []byte) (int, error) {
+	if room := p.max - len(p.b); room > 0 {
+		p.b = append(p.b, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
 }
 
 // open reads the object at uri; one not stored is os.ErrNotExist.
 func (s *Store) open(ctx context.Context, uri string) (*blob.Reader, error) {
 	key, ok := s.Key(uri)
 	if !ok {
-		return nil, fmt.Errorf("%s is not in this blob store (%s)", uri, redact(s.base))
+		return nil, fmt.Errorf("%s is not in this blob store (%s): %w", uri, redact(s.base), ErrNotTheClaims)
 	}
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if gcerrors.Code(err) == gcerrors.NotFound {

@@ -40,6 +40,27 @@ func TestPutVerifyAndLimits(t *testing.T) {
 	_, err = s.bucket.Attributes(ctx, "big")
 	assert.Error(t, err, "a refused object is not left behind")
 
-	_, err = s.PutFile(ctx, "nofile", filepath.Join(dir, "does-not-exist"))
-	assert.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// A claim's documents are the objects under its own folder, nothing else.
+func TestCheckDocument(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, "file://"+dir+"?create_dir=true")
+	require.NoError(t, err)
+	defer s.Close()
+	base := "file://" + dir + "/"
+	require.NoError(t, s.CheckDocument("claim-0042", base+"claims/claim-0042/0-kitchen.jpg"))
+	for _, uri := range []string{
+		base + "claims/claim-0043/0-kitchen.jpg",       // another claim's
+		base + "claims/claim-0042/../claim-0043/0.jpg", // climbing out
+		base + "claims/claim-0042/",                    // the folder itself
+		base + "claims/claim-0042//x",                  // an empty segment
+		base + "transcripts/claim-0042:step2/attempt-1.json",
+		base + "claims/claim-00421/x", // a prefix of another ID
+		"file:///etc/passwd",
+		"s3://elsewhere/claims/claim-0042/x",
+	} {
+		assert.ErrorIs(t, s.CheckDocument("claim-0042", uri), ErrNotTheClaims, uri)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -57,7 +58,8 @@ func Int(name string, def int) (int, error) {
 }
 
 // Logger builds the process logger from LOG_LEVEL (debug, info, warn, error)
-// and LOG_FORMAT (text, json).
+// and LOG_FORMAT (text, json), with e-mail addresses and payout accounts
+// masked (see Mask).
 func Logger(component string) *slog.Logger {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(Get("LOG_LEVEL", "info"))); err != nil {
@@ -68,8 +70,14 @@ func Logger(component string) *slog.Logger {
 	if strings.EqualFold(Get("LOG_FORMAT", "text"), "json") {
 		h = slog.NewJSONHandler(os.Stderr, opts)
 	}
-	return slog.New(h).With("component", component)
+	return slog.New(MaskHandler(h)).With("component", component)
 }
+
+// OwnerOnly makes every file and directory the process creates from now on
+// readable by its owner only (umask 077): the claims DB and its WAL, the
+// blob store's documents and transcripts, the mail spool. Claim data is
+// nobody else's business on the host. The binaries call it first thing.
+func OwnerOnly() { syscall.Umask(0o077) }
 
 // ClaimsDB is the system of record's SQLite file.
 func ClaimsDB() string { return Get("CLAIMS_DB", "var/claims.db") }

@@ -59,6 +59,36 @@ type Rules struct {
 	// a receipt are accepted, and audited as unauthenticated. Never on in
 	// production; the worker warns when it is.
 	AllowUnsignedDecisions bool `json:"allow_unsigned_decisions,omitempty"`
+
+	// When a human must look, whatever the model says. The model's answer
+	// is advice: it may add reasons for a review, never remove these.
+	//
+	// FraudScoreReview: a triage fraud score at or over it.
+	FraudScoreReview int `json:"fraud_score_review"`
+	// PriorClaimsReview: at least this many other claims by the same
+	// claimant (e-mail or payout account) within PriorClaimsWindow.
+	PriorClaimsReview int      `json:"prior_claims_review"`
+	PriorClaimsWindow Duration `json:"prior_claims_window"`
+	// ExclusionTerms are, per claim category, words that mean it: when a
+	// claim's policy excludes a category and the claim's description or
+	// documents use its words while the model puts the claim in another
+	// category, a human decides. (Any fraud signal the triage agent raised
+	// with its flag tool, and a payout over the auto-approve limit, always
+	// send the claim to a human too.)
+	ExclusionTerms map[string][]string `json:"exclusion_terms"`
+}
+
+// DefaultExclusionTerms are the words the rules look for, per category.
+func DefaultExclusionTerms() map[string][]string {
+	return map[string][]string{
+		"wear-and-tear": {"wear and tear", "wear-and-tear", "worn out", "worn through", "wore through", "rust", "corrosion", "corroded",
+			"old age", "deteriorat", "gradual"},
+		"auto":         {"car ", "vehicle", "collision", "motorbike", "motorcycle", "windscreen", "windshield"},
+		"theft":        {"stolen", "theft", "burglary", "break-in"},
+		"fire":         {"fire", "smoke", "burnt", "burned"},
+		"glass":        {"glass", "window pane", "windscreen", "windshield"},
+		"water-damage": {"water", "flood", "leak", "burst pipe"},
+	}
 }
 
 // Defaults is the policy when nothing is configured.
@@ -70,6 +100,8 @@ func Defaults() Rules {
 		ModelPriceIn: 2_500_000, ModelPriceOut: 10_000_000,
 		HistoryBudgetBytes: 64 << 10,
 		ReceiptMaxTTL:      Duration(time.Hour),
+		FraudScoreReview:   50, PriorClaimsReview: 3, PriorClaimsWindow: Duration(365 * 24 * time.Hour),
+		ExclusionTerms: DefaultExclusionTerms(),
 	}
 }
 
@@ -152,6 +184,17 @@ func (r Rules) Validate() error {
 		return bad("history_budget_bytes", "must be positive")
 	case r.ReceiptMaxTTL <= 0 || r.ReceiptMaxTTL > Duration(24*time.Hour):
 		return bad("receipt_max_ttl", "must be positive and at most 24h")
+	case r.FraudScoreReview < 0 || r.FraudScoreReview > 100:
+		return bad("fraud_score_review", "must be from 0 to 100")
+	case r.PriorClaimsReview < 1 || r.PriorClaimsWindow <= 0:
+		return bad("prior_claims_review, prior_claims_window", "must be positive")
+	}
+	for category, terms := range r.ExclusionTerms {
+		for _, term := range terms {
+			if strings.TrimSpace(term) == "" || len(term) > 100 {
+				return bad("exclusion_terms."+category, "terms must be 1 to 100 characters")
+			}
+		}
 	}
 	return nil
 }

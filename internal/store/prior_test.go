@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,6 +48,16 @@ func TestPriorClaimsByEmailOrAccountUsingTheIndexes(t *testing.T) {
 	assert.Len(t, prior, 3)
 	assert.Equal(t, PriorClaimsCountCap, total)
 	assert.True(t, capped, "the count stops at the cap")
+
+	n, err := s.CountPriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	assert.Equal(t, 2, n, "within the window")
+	n, err = s.CountPriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	assert.Zero(t, n, "none registered since a time to come")
+	n, err = s.CountPriorClaims(ctx, "c-000", "carol@example.com", "acct_1Carol", time.Time{})
+	require.NoError(t, err)
+	assert.Equal(t, PriorClaimsCountCap, n, "capped")
 
 	rows, err := s.db.QueryContext(ctx, `EXPLAIN QUERY PLAN SELECT id FROM claims WHERE json_extract(body, '$.claimant.email') = ? AND id <> ?`, "x", "y")
 	require.NoError(t, err)

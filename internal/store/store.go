@@ -109,10 +109,18 @@ CREATE TABLE IF NOT EXISTS fraud_flags (
 
 // Open opens (creating if needed) the store at path.
 func Open(path string) (*Store, error) {
+	// Owner-only, whatever the process umask: the claims DB holds every
+	// claimant's name, e-mail and payout account. SQLite creates its -wal
+	// and -shm files with the database file's permissions.
 	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
+	}
+	if f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	// WAL lets readers in other processes proceed during a write; busy_timeout
 	// makes writers from several processes queue instead of failing, and
@@ -597,6 +605,21 @@ func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account strin
 		prior = append(prior, p)
 	}
 	return prior, total, capped, rows.Err()
+}
+
+// CountPriorClaims counts the other claims by the claimant with this e-mail
+// or payout account registered since since, up to PriorClaimsCountCap.
+func (s *Store) CountPriorClaims(ctx context.Context, excludeID, email, account string, since time.Time) (int, error) {
+	const byEmail = `SELECT id FROM claims WHERE json_extract(body, '$.claimant.email') = ? AND id <> ? AND created_at >= ? LIMIT ?`
+	const byAccount = `SELECT id FROM claims WHERE json_extract(body, '$.claimant.stripe_account') = ? AND id <> ? AND created_at >= ? LIMIT ?`
+	from := since.UTC().Format(time.RFC3339Nano)
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT id FROM (`+byEmail+`) UNION SELECT id FROM (`+byAccount+`))`,
+		email, excludeID, from, PriorClaimsCountCap, account, excludeID, from, PriorClaimsCountCap).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("store: prior claims of %s: %w", excludeID, err)
+	}
+	return min(n, PriorClaimsCountCap), nil
 }
 
 // FraudFlag is a fraud signal the triage agent raised for investigators.
