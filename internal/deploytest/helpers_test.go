@@ -1,0 +1,81 @@
+package deploytest
+
+// Helpers shared by the checks of every file: the repository, its files,
+// strict YAML, shell words.
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+)
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(root, "go.mod"))
+	return root
+}
+
+// shellWords splits s like a POSIX shell would for simple commands
+// (whitespace, single and double quotes, backslash escapes).
+func shellWords(s string) []string {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	var quote rune
+	for i, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			w.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == '\\' && i+1 < len(s):
+			inWord = true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words = append(words, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, w.String())
+	}
+	return words
+}
+
+func slicesContains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeStrict decodes YAML the way Prometheus and Grafana read their files:
+// an unknown (misspelt) key is an error, not silently ignored.
+func decodeStrict(doc []byte, v any) error {
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+func readRepoFile(t *testing.T, rel string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), rel))
+	require.NoError(t, err)
+	return b
+}
