@@ -46,31 +46,6 @@ type Activities struct {
 	// From is the sender of claimant e-mail; Adjusters receives approval
 	// reminders and Supervisors escalations.
 	From, Adjusters, Supervisors string
-	// Faults, when set, is told where each side effect is about to happen and
-	// has just happened: the worker's crash injection hooks in here.
-	Faults Faults
-}
-
-// Phase is a point inside a side-effecting activity.
-type Phase string
-
-const (
-	// BeforeEffect is after the activity started, before it touched the world.
-	BeforeEffect Phase = "before-effect"
-	// AfterEffect is after the world changed, before the activity returns: the
-	// window in which a crash leaves an effect the history does not know of.
-	AfterEffect Phase = "after-effect"
-)
-
-// Faults observes side-effect points; see worker --crash-at.
-type Faults interface {
-	At(ctx context.Context, key claim.IdempotencyKey, phase Phase)
-}
-
-func (a *Activities) fault(ctx context.Context, key claim.IdempotencyKey, phase Phase) {
-	if a.Faults != nil {
-		a.Faults.At(ctx, key, phase)
-	}
 }
 
 // Error types the workflow and operators branch on. Each is non-retryable:

@@ -13,63 +13,12 @@ import (
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
-// The triage agent's tools. The model asks for them by name; the workflow
-// runs each as its own activity, keyed <id>:step2:turn<M>:<tool>.
-const (
-	ToolLookupPolicy    = "lookup_policy"
-	ToolGetDocumentText = "get_document_text"
-	ToolPriorClaims     = "prior_claims"
-	ToolFlagFraudSignal = "flag_fraud_signal"
-)
-
-// Tools lists the tools in the order they are offered.
-var Tools = []string{ToolLookupPolicy, ToolGetDocumentText, ToolPriorClaims, ToolFlagFraudSignal}
-
-// Message is one entry of the triage conversation, in the shape of the Chat
-// Completions API: the model's turns (role "assistant", with tool calls or
-// its answer) and the tools' results (role "tool"). The system prompt and
-// the claim itself are not stored: each provider builds them from the claim
-// on every turn.
-type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Name       string     `json:"name,omitempty"`
-}
-
-// ToolCall is one tool the model asked for.
-type ToolCall struct {
-	ID        string `json:"id"`
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
 // Conversation is the triage conversation so far: inline while it is small,
 // by reference to the blob store once it passes the inline limit, so a long
 // loop does not copy its transcript into every later event.
 type Conversation struct {
 	Messages []Message  `json:"messages,omitempty"`
 	Ref      *blobs.Ref `json:"ref,omitempty"`
-}
-
-// TurnRequest is what a model sees on one turn of the triage loop.
-type TurnRequest struct {
-	Claim    claim.Claim
-	Turn     int
-	Messages []Message
-	// Final is the last turn the caps allow: no tools are offered, the model
-	// must answer.
-	Final bool
-}
-
-// Turn is a model's answer on one turn: either tool calls or the triage.
-// Messages are what the turn adds to the conversation (the answer, and any
-// corrections asked for when an answer did not satisfy the schema).
-type Turn struct {
-	Messages  []Message
-	ToolCalls []ToolCall
-	Triage    *Triage
 }
 
 // TurnInput is one model turn of step 2.
@@ -112,10 +61,6 @@ func (p Price) Cost(tokensIn, tokensOut int64) int64 {
 	return (tokensIn*p.InMicrosPerMTok + tokensOut*p.OutMicrosPerMTok + m - 1) / m
 }
 
-// Deterministic is implemented by providers whose answers are a pure
-// function of their input and free (the rules model).
-type Deterministic interface{ Deterministic() bool }
-
 // MaxToolCallsPerTurn bounds the tool calls one turn may ask for; the rest
 // are answered with an error the model sees.
 const MaxToolCallsPerTurn = 8
@@ -132,7 +77,6 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	for _, r := range in.ToolResults {
 		msgs = append(msgs, Message{Role: "tool", ToolCallID: r.CallID, Name: r.Name, Content: r.Content})
 	}
-	a.fault(ctx, in.Key, BeforeEffect)
 	reply, err := a.Model.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
 	if err != nil {
 		return TurnResult{}, err
@@ -158,7 +102,6 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		return TurnResult{}, err
 	}
 	countModelCall(ctx, res.Model, "triage", res.Usage)
-	a.fault(ctx, in.Key, AfterEffect)
 	logger(ctx).Info("model turn", "key", in.Key, "model", res.Model, "tool_calls", len(res.ToolCalls), "answered", res.Triage != nil)
 	return res, nil
 }
@@ -244,7 +187,6 @@ func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, er
 	if err := requireKey(in.Key); err != nil {
 		return ToolResult{}, err
 	}
-	a.fault(ctx, in.Key, BeforeEffect)
 	content, err := a.tool(ctx, in)
 	res := ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Meta: meta(ctx)}
 	var refused *toolRefusal
@@ -265,7 +207,6 @@ func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, er
 		outcome = "refused"
 	}
 	metrics.Activity(ctx, metrics.TriageToolCalls, map[string]string{"tool": toolLabel(in.Call.Name), "outcome": outcome})
-	a.fault(ctx, in.Key, AfterEffect)
 	logger(ctx).Info("tool called", "key", in.Key, "tool", in.Call.Name, "error", res.IsError)
 	return res, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
-	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
 // OpenApprovalInput names the claim an approval opens for.
@@ -24,13 +23,10 @@ type OpenApprovalResult struct {
 
 // OpenApproval reads the approver directory for a new approval request.
 func (a *Activities) OpenApproval(ctx context.Context, in OpenApprovalInput) (OpenApprovalResult, error) {
-	point := claim.StepKey(in.ClaimID, claim.StepApproval) // a crash point only
-	a.fault(ctx, point, BeforeEffect)
 	d, err := authority.Load(a.ApproversFile)
 	if err != nil {
 		// Retryable: fixing the file lets the claim carry on.
 		return OpenApprovalResult{}, err
 	}
-	a.fault(ctx, point, AfterEffect)
 	return OpenApprovalResult{Approvers: d.Approvers, Services: d.Services, Meta: meta(ctx)}, nil
 }

@@ -61,8 +61,6 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if err := in.Claim.Validate(); err != nil {
 		return LoadClaimResult{}, invalid("%v", err)
 	}
-	point := claim.StepKey(in.Claim.ID, claim.StepIntake) // a crash point only: reads need no key
-	a.fault(ctx, point, BeforeEffect)
 	rec, err := a.Store.GetClaim(ctx, in.Claim.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return LoadClaimResult{}, temporal.NewNonRetryableApplicationError(
@@ -76,7 +74,6 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if err != nil {
 		return LoadClaimResult{}, err
 	}
-	a.fault(ctx, point, AfterEffect)
 	rules := a.Rules
 	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, AmendedBy: rec.AmendedBy, Rules: &rules, Meta: meta(ctx)}
 	p, ok := a.Policies[rec.Claim.PolicyID]
@@ -168,7 +165,6 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 	if err := requireKey(in.Key); err != nil {
 		return CloseResult{}, err
 	}
-	a.fault(ctx, in.Key, BeforeEffect)
 	replayed, closedAt, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
 	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 		return CloseResult{}, ledgerConflict(ctx, in.Key, err)
@@ -179,7 +175,6 @@ func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult
 	if err != nil {
 		return CloseResult{}, err
 	}
-	a.fault(ctx, in.Key, AfterEffect)
 	return CloseResult{Replayed: replayed, ClosedAt: closedAt.UTC(), Meta: meta(ctx)}, nil
 }
 
@@ -206,7 +201,6 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	if !json.Valid(in.Record) {
 		return AuditResult{}, invalid("audit record for %s is not JSON", in.ClaimID)
 	}
-	a.fault(ctx, in.Key, BeforeEffect)
 	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
 	if errors.Is(err, store.ErrConflict) {
 		return AuditResult{}, ledgerConflict(ctx, in.Key, err)
@@ -217,7 +211,6 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	if err != nil {
 		return AuditResult{}, err
 	}
-	a.fault(ctx, in.Key, AfterEffect)
 	return AuditResult{SHA256: sum, Replayed: replayed, Meta: meta(ctx)}, nil
 }
 

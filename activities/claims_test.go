@@ -42,20 +42,29 @@ func sampleClaim(t *testing.T) claim.Claim {
 	return c
 }
 
-// crashAfter panics once at the after-effect point: the activity dies
-// between changing the world and recording it, as in a SIGKILL.
-type crashAfter struct{ armed bool }
+// crashAfterSend is a Mailer that panics once right after sending: the
+// activity dies between changing the world and recording it, as in a
+// SIGKILL (the worker's crash injection wraps the Mailer the same way).
+type crashAfterSend struct {
+	Mailer
+	armed bool
+}
 
-func (c *crashAfter) At(_ context.Context, _ claim.IdempotencyKey, p Phase) {
-	if p == AfterEffect && c.armed {
+func (c *crashAfterSend) Send(ctx context.Context, m Email) error {
+	if err := c.Mailer.Send(ctx, m); err != nil {
+		return err
+	}
+	if c.armed {
 		c.armed = false
 		panic("injected crash after the effect")
 	}
+	return nil
 }
 
 func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	a := newActivities(t, nil)
-	a.Faults = &crashAfter{armed: true}
+	spool := a.Mailer.(SpoolMailer)
+	a.Mailer = &crashAfterSend{Mailer: spool, armed: true}
 	in := NotifyInput{Key: "claim-0042:step7", ClaimID: "claim-0042", To: "ada@example.com", Name: "Ada",
 		Outcome: "paid", PayoutMinor: 184000, Currency: "usd", TransferID: "tr_1"}
 	_, err := run[NotifyResult](t, a, a.NotifyClaimant, in)
@@ -68,7 +77,7 @@ func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, r.Replayed)
 
-	files, err := filepath.Glob(filepath.Join(a.Mailer.(SpoolMailer).Dir, "*.eml"))
+	files, err := filepath.Glob(filepath.Join(spool.Dir, "*.eml"))
 	require.NoError(t, err)
 	require.Len(t, files, 1, "one message, whatever the retries")
 	body, err := os.ReadFile(files[0])

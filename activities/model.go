@@ -7,85 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
-
-// Model is the claims model behind steps 2 and 4. Its answers are not
-// deterministic in general, which is why it is only ever called from an
-// activity: the answer is recorded in history and a resumed run reads it.
-type Model interface {
-	Name() string
-	// Triage classifies in one call (runs started before the agent loop).
-	Triage(ctx context.Context, c claim.Claim) (Reply[Triage], error)
-	// TriageTurn is one turn of the triage agent loop: the model asks for
-	// tools or answers.
-	TriageTurn(ctx context.Context, req TurnRequest) (Reply[Turn], error)
-	Assess(ctx context.Context, req AssessRequest) (Reply[Assessment], error)
-}
-
-// Reply is a model's answer, what it cost, and the exchange that produced
-// it (prompt and raw response) for the audit.
-type Reply[T any] struct {
-	Output     T
-	Usage      Usage
-	Transcript []byte
-}
-
-// Usage is what a call cost.
-type Usage struct {
-	TokensIn  int64 `json:"tokens_in"`
-	TokensOut int64 `json:"tokens_out"`
-	// CostMicros is the estimated cost in millionths of a dollar, at the
-	// price the run was started with.
-	CostMicros int64 `json:"cost_micros,omitempty"`
-}
-
-// Triage classifies a claim and lists fraud signals.
-type Triage struct {
-	Category     string   `json:"category"`
-	Severity     string   `json:"severity"`
-	FraudSignals []string `json:"fraud_signals,omitempty"`
-	// FraudScore is 0–100.
-	FraudScore int    `json:"fraud_score"`
-	Summary    string `json:"summary"`
-	// NeedsReview sends the claim to a human whatever its amount: the
-	// model could not classify it (no valid answer, a cap hit).
-	NeedsReview  bool   `json:"needs_review,omitempty"`
-	ReviewReason string `json:"review_reason,omitempty"`
-}
-
-// ReviewTriage is the triage of a claim the model could not classify: a
-// human decides, and reason says why.
-func ReviewTriage(reason string) Triage {
-	return Triage{Category: "general", Severity: "unknown", NeedsReview: true, ReviewReason: reason, Summary: reason}
-}
-
-// AssessRequest is what the assessor sees.
-type AssessRequest struct {
-	Claim    claim.Claim    `json:"claim"`
-	Triage   Triage         `json:"triage"`
-	Coverage claim.Coverage `json:"coverage"`
-}
-
-// Assessment is the model's recommended payout; the workflow clamps it to
-// the coverage, whatever the model says.
-type Assessment struct {
-	RecommendedMinor int64  `json:"recommended_minor"`
-	Rationale        string `json:"rationale"`
-	// NeedsReview sends the claim to a human whatever its amount.
-	NeedsReview bool `json:"needs_review"`
-}
-
-// ReviewAssessment proposes the covered amount to a human when the model
-// gave no usable assessment; why is appended to the rationale.
-func ReviewAssessment(coveredMinor int64, why string) Assessment {
-	return Assessment{RecommendedMinor: coveredMinor, NeedsReview: true, Rationale: why + "; the covered amount is proposed for a human to decide"}
-}
 
 // TriageInput is step 2's input.
 type TriageInput struct {
@@ -153,7 +79,6 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 // callModel makes one model call and writes it to the usage ledger, which is
 // how tests (and invoices) show a resumed run did not ask again.
 func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyKey, claimID string, call func() (Reply[T], error)) (ModelResult[T], error) {
-	a.fault(ctx, key, BeforeEffect)
 	reply, err := call()
 	if err != nil {
 		return ModelResult[T]{}, err
@@ -165,108 +90,8 @@ func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyK
 	if res.OutputSHA256, err = a.ledgerModelCall(ctx, claimID, key, res.Model, res.Usage, res.Output); err != nil {
 		return ModelResult[T]{}, err
 	}
-	a.fault(ctx, key, AfterEffect)
 	logger(ctx).Info("model answered", "key", key, "model", res.Model, "output_sha256", res.OutputSHA256[:12])
 	return res, nil
-}
-
-// RulesModel is the offline, deterministic default: it decides from the
-// claim's fields and the words of its description, so the demo and the tests
-// need no network and always agree.
-type RulesModel struct{}
-
-// Name identifies the provider in the ledger and the audit record.
-func (RulesModel) Name() string { return "rules/v1" }
-
-var categories = []struct {
-	name  string
-	words []string
-}{
-	{"water-damage", []string{"water", "flood", "leak", "pipe", "burst"}},
-	{"fire", []string{"fire", "smoke", "burn"}},
-	{"theft", []string{"theft", "stolen", "burglary", "break-in"}},
-	{"auto", []string{"collision", "accident", "car", "vehicle"}},
-	{"glass", []string{"glass", "window", "windshield"}},
-	{"wear-and-tear", []string{"wear", "rust", "old age"}},
-}
-
-// Triage classifies by keyword and scores a few classic fraud signals.
-func (RulesModel) Triage(_ context.Context, c claim.Claim) (Reply[Triage], error) {
-	t := rulesTriage(c, "")
-	prompt := fmt.Sprintf("Classify claim %s (%s %s): %s", c.ID, c.Amount(), c.Currency, c.Description)
-	return Reply[Triage]{Output: t, Usage: rulesUsage(len(c.Description)), Transcript: transcript(prompt, t)}, nil
-}
-
-// Deterministic: the rules model answers the same conversation the same way,
-// for free.
-func (RulesModel) Deterministic() bool { return true }
-
-// rulesTriage classifies from the description, falling back to the text of
-// the claim's documents when the description names no category.
-func rulesTriage(c claim.Claim, documentText string) Triage {
-	t := Triage{Category: "general"}
-	for _, text := range []string{c.Description, documentText} {
-		text = strings.ToLower(text)
-		for _, cat := range categories {
-			if slices.ContainsFunc(cat.words, func(w string) bool { return strings.Contains(text, w) }) {
-				t.Category = cat.name
-				break
-			}
-		}
-		if t.Category != "general" {
-			break
-		}
-	}
-	desc := strings.ToLower(c.Description)
-	major := c.AmountMinor
-	if exp, _ := claim.CurrencyExponent(c.Currency); exp > 0 {
-		for range exp {
-			major /= 10
-		}
-	}
-	switch {
-	case major < 500:
-		t.Severity = "low"
-	case major < 5000:
-		t.Severity = "medium"
-	default:
-		t.Severity = "high"
-	}
-	if len(strings.TrimSpace(c.Description)) < 20 {
-		t.FraudSignals = append(t.FraudSignals, "thin-description")
-	}
-	if major >= 1000 && major%1000 == 0 {
-		t.FraudSignals = append(t.FraudSignals, "round-amount")
-	}
-	if strings.Contains(desc, "cash") || strings.Contains(desc, "urgent") || strings.Contains(desc, "wire") {
-		t.FraudSignals = append(t.FraudSignals, "pressure-language")
-	}
-	if len(c.Documents) == 0 {
-		t.FraudSignals = append(t.FraudSignals, "no-documents")
-	}
-	t.FraudScore = min(100, 25*len(t.FraudSignals))
-	t.Summary = fmt.Sprintf("%s claim, %s severity, %d fraud signal(s)", t.Category, t.Severity, len(t.FraudSignals))
-	return t
-}
-
-// Assess recommends the covered amount and asks for review on strong fraud
-// signals.
-func (RulesModel) Assess(_ context.Context, r AssessRequest) (Reply[Assessment], error) {
-	as := Assessment{RecommendedMinor: r.Coverage.CoveredMinor}
-	as.Rationale = fmt.Sprintf("%s; %s; recommend %s %s", r.Triage.Summary, r.Coverage.Reason,
-		claim.FormatAmount(as.RecommendedMinor, r.Claim.Currency), strings.ToUpper(r.Claim.Currency))
-	if r.Triage.FraudScore >= 50 {
-		as.NeedsReview = true
-		as.Rationale += "; fraud score " + fmt.Sprint(r.Triage.FraudScore) + " needs a human"
-	}
-	prompt := fmt.Sprintf("Recommend a payout for claim %s: %s; coverage: %s", r.Claim.ID, r.Triage.Summary, r.Coverage.Reason)
-	return Reply[Assessment]{Output: as, Usage: rulesUsage(len(r.Claim.Description)), Transcript: transcript(prompt, as)}, nil
-}
-
-// rulesUsage reports a token count as a real model would, roughly one token
-// per four characters, so spend accounting is exercised offline too.
-func rulesUsage(chars int) Usage {
-	return Usage{TokensIn: int64(50 + chars/4), TokensOut: 40}
 }
 
 // keepTranscript puts a small transcript in the result (and so in history)
@@ -313,14 +138,4 @@ func (a *Activities) ledgerModelCall(ctx context.Context, claimID string, key cl
 		return "", err
 	}
 	return sum, nil
-}
-
-// transcript is the exchange the rules model had with itself: what it was
-// asked and what it answered, in the shape a real model's would take.
-func transcript(prompt string, answer any) []byte {
-	b, _ := json.Marshal(struct {
-		Prompt   string `json:"prompt"`
-		Response any    `json:"response"`
-	}{prompt, answer})
-	return b
 }

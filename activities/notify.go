@@ -187,7 +187,6 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	if m.To == "" {
 		return NotifyResult{}, invalid("message %s has no recipient", key)
 	}
-	a.fault(ctx, key, BeforeEffect)
 	rec, err := a.Store.ReserveMessage(ctx, store.Message{Key: key, ClaimID: claimID, Recipient: m.To, Subject: m.Subject, MessageID: m.MessageID})
 	if errors.Is(err, store.ErrConflict) {
 		logger(ctx).Error("ALERT: outbox key reused for another message", "alert", "idempotency_conflict", "tool", metrics.ToolEmail, "key", key)
@@ -205,7 +204,6 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	if err := a.Mailer.Send(ctx, m); err != nil {
 		return NotifyResult{}, fmt.Errorf("send %s: %w", key, err)
 	}
-	a.fault(ctx, key, AfterEffect)
 	if err := a.Store.MarkSent(ctx, key); err != nil {
 		return NotifyResult{}, err
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // StripeConfig selects the Stripe API: the real one for a real key, the local
-// stripesim otherwise (DESIGN.md).
+// stripesim otherwise (docs/configuration.md).
 type StripeConfig struct {
 	SecretKey string // STRIPE_SECRET_KEY, default sk_test_local
 	APIBase   string // STRIPE_API_BASE; empty means api.stripe.com for a real key, stripesim otherwise
@@ -101,8 +101,6 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	if in.AmountMinor <= 0 || in.Destination == "" || in.ClaimID == "" {
 		return PayResult{}, invalid("payment for %s needs a positive amount and a destination", in.ClaimID)
 	}
-	a.fault(ctx, in.Key, BeforeEffect)
-
 	if tr, err := a.findTransfer(ctx, in); err != nil {
 		return PayResult{}, alertOnConflict(ctx, in.Key, err)
 	} else if tr != nil {
@@ -130,7 +128,6 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	if err := matches(tr, in); err != nil {
 		return PayResult{}, alertOnConflict(ctx, in.Key, err)
 	}
-	a.fault(ctx, in.Key, AfterEffect)
 	by := ""
 	if tr.LastResponse != nil && tr.LastResponse.Header.Get("Idempotent-Replayed") == "true" {
 		by = "stripe"

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/model"
 )
 
 // A gullible model obeys instructions it finds in what it reads: the claim's
@@ -35,7 +35,7 @@ func instructions(texts ...string) string {
 }
 
 // obeyTriage rewrites a triage answer as the injection asks.
-func obeyTriage(t *activities.Triage, in string) {
+func obeyTriage(t *model.Triage, in string) {
 	if m := classifyAs.FindStringSubmatch(in); m != nil {
 		t.Category = strings.ToLower(m[2])
 	}
@@ -47,7 +47,7 @@ func obeyTriage(t *activities.Triage, in string) {
 }
 
 // obeyAssessment rewrites an assessment as the injection asks.
-func obeyAssessment(a *activities.Assessment, in string) {
+func obeyAssessment(a *model.Assessment, in string) {
 	if m := recommend.FindStringSubmatch(in); m != nil {
 		a.RecommendedMinor, _ = strconv.ParseInt(m[1], 10, 64)
 	}

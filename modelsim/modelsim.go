@@ -4,7 +4,7 @@
 // is exercised end to end with no account and no network.
 //
 // Behind the wire format it plays the rules model: a triage conversation
-// gets the same tool calls and the same classification activities.RulesModel
+// gets the same tool calls and the same classification model.RulesModel
 // would give, so claims complete the same way with MODEL_PROVIDER=openai as
 // with the default. Unlike the rules model it answers differently on every
 // call — tool call IDs, wording and token counts carry the call number — as
@@ -34,8 +34,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/model"
 )
 
 // Fault is one misbehaviour, served to one call.
@@ -257,18 +257,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var content string
-	var toolCalls []activities.ToolCall
+	var toolCalls []model.ToolCall
 	if call.Kind == "assessment" {
 		var tc struct {
-			Triage   activities.Triage `json:"triage"`
-			Coverage claim.Coverage    `json:"coverage"`
+			Triage   model.Triage   `json:"triage"`
+			Coverage claim.Coverage `json:"coverage"`
 		}
 		if err := json.Unmarshal([]byte(extra), &tc); err != nil {
 			record("error")
 			apiError(w, http.StatusBadRequest, "invalid_request_error", "", "assessment prompt without triage and coverage")
 			return
 		}
-		reply, _ := activities.RulesModel{}.Assess(r.Context(), activities.AssessRequest{Claim: c, Triage: tc.Triage, Coverage: tc.Coverage})
+		reply, _ := model.RulesModel{}.Assess(r.Context(), model.AssessRequest{Claim: c, Triage: tc.Triage, Coverage: tc.Coverage})
 		as := reply.Output
 		if in := instructions(c.Description); s.Gullible && in != "" {
 			obeyAssessment(&as, in)
@@ -278,7 +278,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		content = string(b)
 	} else {
 		// The call number as the turn gives tool call IDs unique per call.
-		reply, _ := activities.RulesModel{}.TriageTurn(r.Context(), activities.TurnRequest{Claim: c, Turn: call.N, Messages: rest, Final: len(req.Tools) == 0})
+		reply, _ := model.RulesModel{}.TriageTurn(r.Context(), model.TurnRequest{Claim: c, Turn: call.N, Messages: rest, Final: len(req.Tools) == 0})
 		if t := reply.Output.Triage; t != nil {
 			if in := instructions(append([]string{c.Description}, contents(rest)...)...); s.Gullible && in != "" {
 				obeyTriage(t, in)
@@ -394,7 +394,7 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request, f Fault) bool {
 // parsePrompt reads the claim from the user message the provider writes
 // ("Claim:\n{json}", and for an assessment "\nTriage and coverage:\n{json}"),
 // and the conversation after it.
-func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string, error) {
+func parsePrompt(msgs []wireMessage) (claim.Claim, []model.Message, string, error) {
 	var c claim.Claim
 	i := 0
 	for i < len(msgs) && msgs[i].Role != "user" {
@@ -408,7 +408,7 @@ func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string,
 		return c, nil, "", fmt.Errorf("the first user message must start with \"Claim:\"")
 	}
 	text, extra, _ := strings.Cut(text, "\nTriage and coverage:\n")
-	text = unmark(text)
+	text = model.UnmarkUntrusted(text)
 	var p struct {
 		ClaimID     string   `json:"claim_id"`
 		PolicyID    string   `json:"policy_id"`
@@ -426,14 +426,14 @@ func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string,
 	for _, d := range p.Documents {
 		c.Documents = append(c.Documents, claim.Document{Name: d})
 	}
-	var rest []activities.Message
+	var rest []model.Message
 	for _, m := range msgs[i+1:] {
-		am := activities.Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID}
+		am := model.Message{Role: m.Role, Content: m.text(), ToolCallID: m.ToolCallID}
 		if m.Role == "tool" {
-			am.Content = unmark(am.Content)
+			am.Content = model.UnmarkUntrusted(am.Content)
 		}
 		for _, tc := range m.ToolCalls {
-			am.ToolCalls = append(am.ToolCalls, activities.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			am.ToolCalls = append(am.ToolCalls, model.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
 		rest = append(rest, am)
 	}
@@ -452,26 +452,8 @@ func parsePrompt(msgs []wireMessage) (claim.Claim, []activities.Message, string,
 	return c, rest, extra, nil
 }
 
-// unmark reads data the provider marked untrusted (<untrusted source=…>
-// … </untrusted>, see activities/openai.go), or returns s as it is.
-func unmark(s string) string {
-	body, ok := strings.CutPrefix(s, "<untrusted ")
-	if !ok {
-		return s
-	}
-	_, body, ok = strings.Cut(body, ">\n")
-	if !ok {
-		return s
-	}
-	body, ok = strings.CutSuffix(body, "\n</untrusted>")
-	if !ok {
-		return s
-	}
-	return strings.ReplaceAll(body, "<\\/untrusted", "</untrusted")
-}
-
 // contents lists the messages' text.
-func contents(msgs []activities.Message) []string {
+func contents(msgs []model.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.Content
@@ -479,7 +461,7 @@ func contents(msgs []activities.Message) []string {
 	return out
 }
 
-func completion(n int, model, content string, calls []activities.ToolCall, promptBytes int) map[string]any {
+func completion(n int, modelName, content string, calls []model.ToolCall, promptBytes int) map[string]any {
 	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 	finish := "stop"
 	if len(calls) > 0 {
@@ -496,7 +478,7 @@ func completion(n int, model, content string, calls []activities.ToolCall, promp
 	out := int64(len(content)/4 + 10*len(calls) + n%7 + 1)
 	in := int64(promptBytes/4 + 1)
 	return map[string]any{
-		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": model,
+		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": modelName,
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
 		"usage":   map[string]int64{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 	}

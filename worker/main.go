@@ -24,12 +24,13 @@ import (
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/config"
-	"github.com/durableclaims/durableclaims/internal/crash"
-	"github.com/durableclaims/durableclaims/internal/heartbeat"
 	"github.com/durableclaims/durableclaims/internal/insurer"
-	"github.com/durableclaims/durableclaims/internal/metrics/prom"
-	"github.com/durableclaims/durableclaims/internal/refusals"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/model"
+	"github.com/durableclaims/durableclaims/worker/crash"
+	"github.com/durableclaims/durableclaims/worker/heartbeat"
+	"github.com/durableclaims/durableclaims/worker/metricsprom"
+	"github.com/durableclaims/durableclaims/worker/refusals"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -51,6 +52,10 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		return err
 	}
 	defer closeActs()
+	// Crash injection (--crash-at) is worker plumbing around the activities:
+	// an activity interceptor, and a Mailer that crashes between sending and
+	// recording the message sent. Without the flag, neither is there.
+	var crashes *crash.Injector
 	if crashAt != "" {
 		points, err := crash.Parse(crashAt)
 		if err != nil {
@@ -59,11 +64,12 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		if crashState == "" {
 			crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
 		}
-		acts.Faults = crash.New(points, crashState, logger)
+		crashes = crash.New(points, crashState, logger)
+		acts.Mailer = crashes.Mailer(acts.Mailer)
 		logger.Warn("crash injection armed", "points", crashAt, "state", crashState)
 	}
 
-	prometheus, err := prom.New()
+	prometheus, err := metricsprom.New()
 	if err != nil {
 		return err
 	}
@@ -79,7 +85,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	// workflow tasks. A parked claim gains nothing from it (its next task is
 	// days away and replays a short history in microseconds), so the cache is
 	// small: memory and goroutines stay flat however many claims wait. See
-	// README, Performance.
+	// docs/performance.md.
 	size, err := config.Int("WORKFLOW_CACHE_SIZE", 32)
 	if err != nil || size < 0 {
 		return fmt.Errorf("WORKFLOW_CACHE_SIZE=%q: want a number of workflows", os.Getenv("WORKFLOW_CACHE_SIZE"))
@@ -97,8 +103,13 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	// CLAIMS_TASK_QUEUE isolates a worker (the crash tests run one per case);
 	// everything else uses the contract's queue.
 	queue := config.Get("CLAIMS_TASK_QUEUE", workflows.TaskQueue)
+	interceptors := []interceptor.WorkerInterceptor{heartbeat.New(), recorder, prometheus.Interceptor()}
+	if crashes != nil {
+		// Last, so innermost: it fires right around the activity itself.
+		interceptors = append(interceptors, crashes.Interceptor())
+	}
 	w := worker.New(c, queue, worker.Options{
-		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New(), recorder, prometheus.Interceptor()},
+		Interceptors: interceptors,
 		// On SIGTERM, let running activities finish their step (within the
 		// heartbeat-bounded budget) before exiting; anything longer is retried
 		// elsewhere with the same idempotency key.
@@ -138,10 +149,10 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 // newModel is the model behind steps 2 and 4: MODEL_PROVIDER=rules (the
 // offline default) or openai (any Chat Completions endpoint: MODEL_BASE_URL,
 // MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT, MODEL_MAX_INVALID_ANSWERS).
-func newModel() (activities.Model, error) {
+func newModel() (model.Model, error) {
 	switch p := config.Get("MODEL_PROVIDER", "rules"); p {
 	case "rules":
-		return activities.RulesModel{}, nil
+		return model.RulesModel{}, nil
 	case "openai":
 		timeout, err := config.Duration("MODEL_TIMEOUT", time.Minute)
 		if err != nil {
@@ -151,7 +162,7 @@ func newModel() (activities.Model, error) {
 		if err != nil || invalid < 1 {
 			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", os.Getenv("MODEL_MAX_INVALID_ANSWERS"))
 		}
-		return activities.NewOpenAIModel(activities.OpenAIConfig{BaseURL: os.Getenv("MODEL_BASE_URL"), Model: os.Getenv("MODEL_NAME"),
+		return model.NewOpenAIModel(model.OpenAIConfig{BaseURL: os.Getenv("MODEL_BASE_URL"), Model: os.Getenv("MODEL_NAME"),
 			APIKey: os.Getenv("MODEL_API_KEY"), Timeout: timeout, MaxInvalidAnswers: invalid})
 	default:
 		return nil, fmt.Errorf("MODEL_PROVIDER=%q: want rules or openai", p)
@@ -169,7 +180,7 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		st.Close()
 		return nil, nil, err
 	}
-	model, err := newModel()
+	provider, err := newModel()
 	if err != nil {
 		st.Close()
 		return nil, nil, err
@@ -218,7 +229,7 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 	return &activities.Activities{
 		Store:         st,
 		Stripe:        activities.NewStripeClient(stripeCfg),
-		Model:         model,
+		Model:         provider,
 		Mailer:        mailer,
 		Policies:      policies,
 		Blobs:         docs,

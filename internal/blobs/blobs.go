@@ -3,6 +3,11 @@
 // (gocloud.dev/blob: a file:// directory by default, s3://, gs:// or
 // azblob:// by URL) and the workflow carries a reference — URI, SHA-256,
 // size — so a 10 MiB photo costs a claim's history the same as a 1 KiB one.
+//
+// Only the file:// driver is registered here. A binary that opens a
+// BLOB_URL from its configuration (the worker, the starter) blank-imports
+// the cloud drivers itself (gocloud.dev/blob/s3blob, gcsblob, azureblob),
+// so packages that merely use blobs do not pull in the cloud SDKs.
 package blobs
 
 import (
@@ -18,10 +23,7 @@ import (
 	"strings"
 
 	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/azureblob" // azblob://
-	_ "gocloud.dev/blob/fileblob"  // file://
-	_ "gocloud.dev/blob/gcsblob"   // gs://
-	_ "gocloud.dev/blob/s3blob"    // s3://
+	_ "gocloud.dev/blob/fileblob" // file://, the default
 	"gocloud.dev/gcerrors"
 )
 

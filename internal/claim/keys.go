@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Step numbers the nine steps of a claim run (DESIGN.md).
+// Step numbers the nine steps of a claim run (docs/design.md).
 type Step int
 
 const (

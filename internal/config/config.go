@@ -1,5 +1,5 @@
 // Package config reads the settings the binaries share from the
-// environment, with the defaults DESIGN.md gives, and connects to Temporal
+// environment, with the defaults docs/configuration.md lists, and connects to Temporal
 // the way the Temporal CLI and SDK envconfig do (TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS variables, profiles).
 package config

@@ -2,7 +2,7 @@
 // the Temporal SDK's metrics handler: activity.GetMetricsHandler in
 // activities, workflow.GetMetricsHandler in workflows (silent during replay,
 // so a replayed step is never counted twice). The worker exports them with
-// the SDK's own metrics (package prom).
+// the SDK's own metrics (worker/metricsprom).
 package metrics
 
 // Names of durableclaims' own metrics (Prometheus adds _total to counters

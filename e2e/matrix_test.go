@@ -15,13 +15,14 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/worker/crash"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
 // crashCase kills the worker once at one step and phase.
 type crashCase struct {
 	step  claim.Step
-	phase activities.Phase
+	phase crash.Phase
 	// regular names the step's regular activity; empty for a local one.
 	regular string
 	// approval runs the claim down the approval path (step 5 exists there).
@@ -39,7 +40,7 @@ func matrix() []crashCase {
 		{step: claim.StepApproval, approval: true}, {step: claim.StepPay, regular: "PayClaimant"},
 		{step: claim.StepNotify}, {step: claim.StepClose, regular: "CloseClaim"}, {step: claim.StepAudit},
 	} {
-		for _, ph := range []activities.Phase{activities.BeforeEffect, activities.AfterEffect} {
+		for _, ph := range []crash.Phase{crash.BeforeEffect, crash.AfterEffect} {
 			c.phase = ph
 			out = append(out, c)
 		}
@@ -115,7 +116,7 @@ func TestCrashMatrix(t *testing.T) {
 			// after its call. Triage is two turns of the agent loop; the kill
 			// lands in the first.
 			want := map[claim.Step]int{claim.StepTriage: 2, claim.StepAssess: 1}
-			if (tc.step == claim.StepTriage || tc.step == claim.StepAssess) && tc.phase == activities.AfterEffect {
+			if (tc.step == claim.StepTriage || tc.step == claim.StepAssess) && tc.phase == crash.AfterEffect {
 				want[tc.step]++
 			}
 			assert.Equal(t, want, w.modelCalls(id), "model calls per step")

@@ -1,6 +1,8 @@
 // Package crash kills the worker process, for real, at a chosen point of a
 // chosen claim: the demo and the crash tests use it to show that a claim
-// resumes where it stopped and pays once. Off unless --crash-at is given.
+// resumes where it stopped and pays once. Off unless --crash-at is given:
+// the worker then adds the injector's activity interceptor (Interceptor)
+// and wraps the activities' Mailer (Mailer); activities know nothing of it.
 //
 // Each point fires once. That it fired is written (and synced) to a state
 // file before the kill, so the restarted worker carries on.
@@ -18,8 +20,19 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Phase is a point around a side-effecting activity.
+type Phase string
+
+const (
+	// BeforeEffect is after the activity started, before it touched the world.
+	BeforeEffect Phase = "before-effect"
+	// AfterEffect is after the world changed, before the activity's result
+	// reaches the server: the window in which a crash leaves an effect the
+	// history does not know of.
+	AfterEffect Phase = "after-effect"
 )
 
 // Point is where to crash: a claim's step, before or after its side effect.
@@ -30,7 +43,7 @@ type Point struct {
 	WorkflowID string
 	Step       claim.Step
 	Sub        string
-	Phase      activities.Phase
+	Phase      Phase
 }
 
 func (p Point) String() string {
@@ -79,10 +92,10 @@ func Parse(spec string) ([]Point, error) {
 		if err != nil || step < int(claim.StepIntake) || step > int(claim.StepAudit) {
 			return nil, fmt.Errorf("crash point %q: step must be 1 to 9", item)
 		}
-		p := Point{WorkflowID: parts[0], Step: claim.Step(step), Sub: sub, Phase: activities.BeforeEffect}
+		p := Point{WorkflowID: parts[0], Step: claim.Step(step), Sub: sub, Phase: BeforeEffect}
 		if len(parts) == 3 {
-			switch ph := activities.Phase(parts[2]); ph {
-			case activities.BeforeEffect, activities.AfterEffect:
+			switch ph := Phase(parts[2]); ph {
+			case BeforeEffect, AfterEffect:
 				p.Phase = ph
 			default:
 				return nil, fmt.Errorf("crash point %q: phase must be before-effect or after-effect", item)
@@ -93,7 +106,8 @@ func Parse(spec string) ([]Point, error) {
 	return out, nil
 }
 
-// Injector implements activities.Faults.
+// Injector kills the process at its points; see Interceptor and Mailer for
+// where it is told about side effects.
 type Injector struct {
 	points    []Point
 	stateFile string
@@ -111,7 +125,7 @@ func New(points []Point, stateFile string, log *slog.Logger) *Injector {
 }
 
 // At kills the process if (key, phase) is an armed point that has not fired.
-func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase activities.Phase) {
+func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase Phase) {
 	for _, p := range i.points {
 		if p.Phase != phase || !p.matches(key) {
 			continue

@@ -1,10 +1,10 @@
-// Package prom gives the worker one Prometheus registry for the Temporal
+// Package metricsprom gives the worker one Prometheus registry for the Temporal
 // SDK's own metrics and durableclaims' metrics. Both are emitted through the
 // SDK's metrics handler (go.temporal.io/sdk/contrib/opentelemetry, exported
 // by OpenTelemetry's Prometheus exporter): activities use
 // activity.GetMetricsHandler, workflows workflow.GetMetricsHandler, which
 // stays silent during replay, so a replayed step is never counted twice.
-package prom
+package metricsprom
 
 import (
 	"context"

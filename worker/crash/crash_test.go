@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
@@ -17,8 +16,8 @@ func TestParse(t *testing.T) {
 	pts, err := Parse("claim-0042:7, claim-0043:6:after-effect")
 	require.NoError(t, err)
 	assert.Equal(t, []Point{
-		{WorkflowID: "claim-0042", Step: claim.StepNotify, Phase: activities.BeforeEffect},
-		{WorkflowID: "claim-0043", Step: claim.StepPay, Phase: activities.AfterEffect},
+		{WorkflowID: "claim-0042", Step: claim.StepNotify, Phase: BeforeEffect},
+		{WorkflowID: "claim-0043", Step: claim.StepPay, Phase: AfterEffect},
 	}, pts)
 	for _, bad := range []string{"claim-0042", "claim-0042:0", "claim-0042:10", "claim-0042:x", "claim-0042:6:during", ":6"} {
 		_, err := Parse(bad)
@@ -38,13 +37,13 @@ func TestFiresOnceAcrossRestarts(t *testing.T) {
 	}
 	ctx := context.Background()
 	i := newInjector()
-	i.At(ctx, "claim-0043:step6", activities.BeforeEffect) // wrong phase
-	i.At(ctx, "claim-0042:step6", activities.AfterEffect)  // wrong claim
+	i.At(ctx, "claim-0043:step6", BeforeEffect) // wrong phase
+	i.At(ctx, "claim-0042:step6", AfterEffect)  // wrong claim
 	assert.Equal(t, 0, kills)
-	i.At(ctx, "claim-0043:step6", activities.AfterEffect)
+	i.At(ctx, "claim-0043:step6", AfterEffect)
 	assert.Equal(t, 1, kills)
 	// The "restarted" worker reads the state file and carries on.
-	newInjector().At(ctx, "claim-0043:step6", activities.AfterEffect)
+	newInjector().At(ctx, "claim-0043:step6", AfterEffect)
 	assert.Equal(t, 1, kills)
 }
 
@@ -56,19 +55,19 @@ func TestPointsWithinAStep(t *testing.T) {
 	i := New(pts, filepath.Join(t.TempDir(), "fired"), slog.Default())
 	i.kill = func() { kills++ }
 	ctx := context.Background()
-	i.At(ctx, "claim-7:step2:turn1", activities.AfterEffect) // another turn
-	i.At(ctx, "claim-7:step2:turn2:prior_claims", activities.AfterEffect)
+	i.At(ctx, "claim-7:step2:turn1", AfterEffect) // another turn
+	i.At(ctx, "claim-7:step2:turn2:prior_claims", AfterEffect)
 	assert.Equal(t, 0, kills, "a point with a Sub fires at that activity only")
-	i.At(ctx, "claim-7:step2:turn2", activities.AfterEffect)
+	i.At(ctx, "claim-7:step2:turn2", AfterEffect)
 	assert.Equal(t, 1, kills)
 
-	i.At(ctx, "claim-8:step2:turn1", activities.BeforeEffect)
+	i.At(ctx, "claim-8:step2:turn1", BeforeEffect)
 	assert.Equal(t, 2, kills, "a step's point fires at its first activity")
-	i.At(ctx, "claim-8:step2:turn2", activities.BeforeEffect)
+	i.At(ctx, "claim-8:step2:turn2", BeforeEffect)
 	assert.Equal(t, 2, kills, "once")
-	i.At(ctx, "claim-80:step2", activities.BeforeEffect)
+	i.At(ctx, "claim-80:step2", BeforeEffect)
 	assert.Equal(t, 2, kills, "another claim whose ID shares the prefix")
 
-	i.At(ctx, "claim-9:step2:turn1:lookup_policy", activities.BeforeEffect)
+	i.At(ctx, "claim-9:step2:turn1:lookup_policy", BeforeEffect)
 	assert.Equal(t, 3, kills)
 }
