@@ -16,7 +16,8 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
-// Names other programs rely on (DESIGN.md). Do not rename.
+// Names other programs rely on (docs/design.md, "Names other programs rely
+// on"). Do not rename.
 const (
 	TaskQueue    = "claims"
 	WorkflowType = "ClaimWorkflow"
@@ -45,7 +46,7 @@ const (
 // WorkflowTaskTimeout is how long a worker has to finish one workflow task,
 // local activities included. It bounds how long a claim waits after its
 // worker dies mid-task before another worker takes over (the default 10 s
-// made recovery after a kill the slowest step; see README, Performance).
+// made recovery after a kill the slowest step; see docs/performance.md).
 // A local activity that runs longer keeps its task alive with heartbeats.
 const WorkflowTaskTimeout = 4 * time.Second
 

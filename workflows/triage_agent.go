@@ -3,9 +3,7 @@ package workflows
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
@@ -35,16 +33,6 @@ const (
 	versionReview  = 3
 )
 
-// toolStep runs one tool of the triage agent: a local activity, a read (or
-// an idempotent flag) that costs nothing to repeat, so it may follow a
-// model turn in the same workflow task.
-var toolStep = stepOptions{local: &workflow.LocalActivityOptions{
-	StartToCloseTimeout:    10 * time.Second,
-	ScheduleToCloseTimeout: 5 * time.Minute,
-	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-		MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
-}}
-
 // triageAgent is step 2 as an agent loop: a model turn, the tools it asks
 // for, the next turn, until the model answers or a cap hits. Each turn and
 // each tool call is its own activity, keyed <id>:step2:turn<M> and
@@ -69,15 +57,11 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 			workflow.GetLogger(ctx).Warn("triage stopped by a cap", "cap", why)
 			return toHuman(ctx, "cap", activities.ReviewTriage("triage stopped: "+why)), nil
 		}
-		before := r.unrecorded
 		in := activities.TurnInput{Key: step.Sub(fmt.Sprintf("turn%d", turn)), Claim: r.claim, Turn: turn,
 			Final: turn == r.caps.MaxTriageTurns, Conversation: conv, ToolResults: results, Price: r.price}
 		var res activities.TurnResult
-		if err := r.exec(ctx, modelLocal, a.TriageTurn, in, &res); err != nil {
+		if err := r.exec(ctx, plan.turn, a.TriageTurn, in, &res); err != nil {
 			return activities.Triage{}, err
-		}
-		if res.Deterministic {
-			r.unrecorded = before // asking again costs nothing and gives the same
 		}
 		r.used(claim.StepTriage, turn, res.Model, res.OutputSHA256, res.Usage)
 		tokens += res.Usage.TokensIn + res.Usage.TokensOut
@@ -102,10 +86,10 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 				key = in.Key.Sub(fmt.Sprintf("%s.%d", call.Name, n))
 			}
 			var out activities.ToolResult
-			if err := r.exec(ctx, toolStep, a.CallTool, activities.ToolInput{Key: key, Scope: activities.ScopeOf(r.claim), Call: call}, &out); err != nil {
+			if err := r.exec(ctx, plan.tool, a.CallTool, activities.ToolInput{Key: key, Scope: activities.ScopeOf(r.claim), Call: call}, &out); err != nil {
 				return activities.Triage{}, err
 			}
-			r.status.ToolCalls++
+			r.toolCalls++
 			if call.Name == activities.ToolFlagFraudSignal && !out.IsError {
 				var flagged struct {
 					Signal string `json:"signal"`
@@ -134,8 +118,8 @@ func (r *claimRun) triageCap(turn int, tokens int64) string {
 		return fmt.Sprintf("no answer in %d turns (the turn cap)", r.caps.MaxTriageTurns)
 	case tokens >= r.caps.MaxTriageTokens:
 		return fmt.Sprintf("%d tokens used (the token cap is %d)", tokens, r.caps.MaxTriageTokens)
-	case r.status.ModelSpendMicros >= r.caps.MaxModelSpendMicros:
-		return fmt.Sprintf("spent %d of %d micro-dollars (the spend cap)", r.status.ModelSpendMicros, r.caps.MaxModelSpendMicros)
+	case r.spendMicros >= r.caps.MaxModelSpendMicros:
+		return fmt.Sprintf("spent %d of %d micro-dollars (the spend cap)", r.spendMicros, r.caps.MaxModelSpendMicros)
 	}
 	return ""
 }

@@ -91,7 +91,7 @@ func (s *ClaimSuite) TestStatusShowsUsageAndCostPerCall() {
 // under load (10,000 claims parked in the bench) triage tool calls timed out
 // once and dead-lettered their claims. Every local step sets it.
 func TestLocalStepsLeaveRoomForRetries(t *testing.T) {
-	for name, o := range map[string]stepOptions{"read": readStep, "model": modelLocal, "effect": effectLocal, "tool": toolStep} {
+	for name, o := range map[string]stepPlan{"read": plan.read, "model": plan.turn, "effect": plan.sideStep, "tool": plan.tool} {
 		lo := o.local
 		if assert.NotNil(t, lo, name) {
 			assert.GreaterOrEqual(t, lo.ScheduleToCloseTimeout, 5*lo.StartToCloseTimeout, name)

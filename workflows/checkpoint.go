@@ -1,0 +1,172 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+)
+
+// The checkpoint rule (docs/design.md, "How each step runs").
+//
+// Every history event is a write on the server and a billed action, so a
+// step is a regular activity (three events, then a workflow task) only where
+// a crash must not cost more than that step. Otherwise it is a local
+// activity: one marker, recorded when the workflow task that ran it
+// completes. A worker that dies mid-task loses every local result of that
+// task, and the next worker runs them all again. That is free for a read,
+// but not for a model call or a side effect. Hence the rule:
+//
+//	a costly local result must be recorded before the next costly step runs.
+//
+// It is kept by the plan below, one row per kind of step, and by the pending
+// field of claimRun, which names the costly local result the current task
+// has not yet recorded (if any). A row says how its step runs:
+//
+//	local     always a local activity: cheap to repeat (a read, a tool call)
+//	regular   always a regular activity: its own checkpoint
+//	costly    a costly local activity when nothing costly is pending, else
+//	          its regular form, which records the pending result first
+//
+// So which form a costly step takes depends on the step before it, and the
+// call site says so by naming a costly row. On the auto-approve path with a
+// model that is not free to repeat:
+//
+//	step 1 intake   local    LoadClaim
+//	step 2 triage   costly   TriageTurn 1: local (nothing pending)
+//	                local    CallTool × 3 (turn 1 still pending)
+//	                costly   TriageTurn 2: regular (turn 1 pending), and so on
+//	step 3 coverage          workflow code
+//	step 4 assess   regular  AssessClaim: records the last triage turn
+//	step 6 pay      regular  PayClaimant: money, its own checkpoint
+//	step 7 notify   costly   NotifyClaimant: local (pay recorded everything)
+//	step 8 close    regular  CloseClaim: records the e-mail
+//	step 9 audit    costly   WriteAudit: local; the completion records it
+//
+// With the rules model, whose turns are free to repeat (a result that says
+// so, see freeToRepeat), every triage turn runs local. An approval adds
+// step 5: OpenApproval (local), the wait (a task boundary: nothing is
+// pending after it), reminders and escalations (regular), the re-read
+// (local). The task that schedules the payment runs no local activity, so
+// a redrive of a failed payment repeats no model call.
+//
+// Changing a row, or the order of costly steps, changes which commands a
+// run issues: it goes behind workflow.GetVersion like any such change.
+type how int
+
+const (
+	runLocal how = iota
+	runRegular
+	runCostly
+)
+
+func (h how) String() string {
+	return [...]string{"local", "regular", "costly"}[h]
+}
+
+// stepPlan is one row: how the step runs and the options of each form.
+type stepPlan struct {
+	name   string
+	how    how
+	local  *workflow.LocalActivityOptions
+	remote *workflow.ActivityOptions
+}
+
+// A local activity's ScheduleToCloseTimeout bounds all its attempts together
+// and defaults to its StartToCloseTimeout: left unset, one slow attempt
+// would use up the whole budget and fail the step with no retry. Each is
+// therefore set to leave room for the retry policy's attempts.
+var (
+	modelRegular = &workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    3 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, MaximumAttempts: 6},
+	}
+	effectRegular = &workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    3 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, MaximumAttempts: 20},
+	}
+)
+
+// plan is the checkpoint rule, row by row.
+var plan = struct {
+	read, tool     stepPlan // local
+	model, effect  stepPlan // regular
+	turn, sideStep stepPlan // costly
+}{
+	// Reads: intake, the approver directory, the re-read after a wait.
+	read: stepPlan{name: "read", how: runLocal, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 30 * time.Second, MaximumAttempts: 10},
+	}},
+	// The triage agent's tools: reads, or an idempotent flag keyed by turn.
+	tool: stepPlan{name: "tool", how: runLocal, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: 5 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+	}},
+	// The assessment: the boundary that checkpoints triage.
+	model: stepPlan{name: "model", how: runRegular, remote: modelRegular},
+	// Money and the ledger close: each its own checkpoint, its own heartbeat.
+	effect: stepPlan{name: "effect", how: runRegular, remote: effectRegular},
+	// A triage turn (and the single triage call of older runs).
+	turn: stepPlan{name: "turn", how: runCostly, remote: modelRegular, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            modelRegular.RetryPolicy,
+	}},
+	// The claimant's e-mail and the audit record.
+	sideStep: stepPlan{name: "side effect", how: runCostly, remote: effectRegular, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            effectRegular.RetryPolicy,
+	}},
+}
+
+// runsLocal says which form a step takes now: local unless the plan says
+// regular, or it is costly and a costly local result is pending.
+func (p stepPlan) runsLocal(pending string) bool {
+	switch p.how {
+	case runLocal:
+		return true
+	case runCostly:
+		return pending == ""
+	}
+	return false
+}
+
+func (p stepPlan) retry(local bool) temporal.RetryPolicy {
+	if local {
+		return *p.local.RetryPolicy
+	}
+	return *p.remote.RetryPolicy
+}
+
+// freeToRepeat is implemented by results that cost nothing to ask for again
+// and give the same answer (the rules model's turns): such a result need
+// not be recorded before the next costly step.
+type freeToRepeat interface{ FreeToRepeat() bool }
+
+// ran notes a step that completed in the current workflow task: a costly
+// local result is now pending, and a regular activity recorded whatever was.
+func (r *claimRun) ran(p stepPlan, local bool, out any) {
+	switch {
+	case !local:
+		r.pending = ""
+	case p.how == runCostly:
+		if f, ok := out.(freeToRepeat); ok && f.FreeToRepeat() {
+			return
+		}
+		r.pending = p.name
+	}
+}
+
+// taskBoundary notes that the workflow waited (for a decision, a timer):
+// the task that ran before the wait completed, so everything is recorded.
+func (r *claimRun) taskBoundary() { r.pending = "" }

@@ -1,0 +1,91 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// Every row of the plan has the forms its kind needs, and nothing else: a
+// local step has no regular form to fall back on, a regular step no local
+// one, a costly step both.
+func TestThePlanRowsHaveTheFormsTheirKindNeeds(t *testing.T) {
+	for _, p := range []stepPlan{plan.read, plan.tool, plan.model, plan.effect, plan.turn, plan.sideStep} {
+		switch p.how {
+		case runLocal:
+			assert.NotNil(t, p.local, p.name)
+			assert.Nil(t, p.remote, p.name)
+		case runRegular:
+			assert.Nil(t, p.local, p.name)
+			assert.NotNil(t, p.remote, p.name)
+		case runCostly:
+			assert.NotNil(t, p.local, p.name)
+			assert.NotNil(t, p.remote, p.name)
+		}
+		if p.remote != nil {
+			assert.Positive(t, p.remote.HeartbeatTimeout, "%s: a regular step heartbeats, so a dead worker is noticed in seconds", p.name)
+		}
+	}
+}
+
+// costlyModel answers as the rules model does but is not free to ask again
+// (a real model): its turns must be recorded before the next costly step.
+type costlyModel struct{ rules activities.RulesModel }
+
+func (costlyModel) Name() string { return "costly" }
+func (m costlyModel) Triage(ctx context.Context, c claim.Claim) (activities.Reply[activities.Triage], error) {
+	return m.rules.Triage(ctx, c)
+}
+func (m costlyModel) TriageTurn(ctx context.Context, req activities.TurnRequest) (activities.Reply[activities.Turn], error) {
+	return m.rules.TriageTurn(ctx, req)
+}
+func (m costlyModel) Assess(ctx context.Context, r activities.AssessRequest) (activities.Reply[activities.Assessment], error) {
+	return m.rules.Assess(ctx, r)
+}
+
+// forms records, in order, each activity the run started and its form.
+func (s *ClaimSuite) forms() *[]string {
+	var got []string
+	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
+		got = append(got, info.ActivityType.Name+" local")
+	})
+	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		got = append(got, info.ActivityType.Name+" regular")
+	})
+	return &got
+}
+
+// The auto-approve path takes exactly the forms the plan's comment shows:
+// a costly local result is recorded before the next costly step, and
+// nothing more is made regular than that needs.
+func (s *ClaimSuite) TestTheCheckpointRuleOnTheAutoApprovePath() {
+	for name, tc := range map[string]struct {
+		model activities.Model
+		want  []string
+	}{
+		"a model that costs to ask again": {costlyModel{}, []string{
+			"LoadClaim local", "TriageTurn local", "CallTool local", "CallTool local", "CallTool local",
+			"TriageTurn regular", // turn 1 is pending: turn 2 is its own checkpoint
+			"AssessClaim regular", "PayClaimant regular",
+			"NotifyClaimant local", "CloseClaim regular", "WriteAudit local"}},
+		"the rules model, free to ask again": {activities.RulesModel{}, []string{
+			"LoadClaim local", "TriageTurn local", "CallTool local", "CallTool local", "CallTool local",
+			"TriageTurn local",
+			"AssessClaim regular", "PayClaimant regular",
+			"NotifyClaimant local", "CloseClaim regular", "WriteAudit local"}},
+	} {
+		s.SetupTest()
+		s.calls.model = tc.model
+		got := s.forms()
+		s.start(testClaim(fmt.Sprintf("claim-cp-%d", len(tc.want)), "640.00"), Options{})
+		s.Equal(StatusPaid, s.result().Status, name)
+		s.Equal(tc.want, *got, name)
+	}
+}
