@@ -33,6 +33,10 @@ type Verdict string
 const (
 	Approve Verdict = "approve"
 	Reject  Verdict = "reject"
+	// Handoff hands the request to a named colleague (the receipt's
+	// assign_to): recorded, the wait goes on, the deadline keeps running.
+	// Only the decide update carries it.
+	Handoff Verdict = "handoff"
 )
 
 // Stage is where a wait is: with the adjusters, or escalated to supervisors.

@@ -59,12 +59,14 @@ type Receipt struct {
 	Verdict       Verdict `json:"verdict"`
 	// AmountMinor, when set on an approval, is a lower payout than the
 	// request's: the approver approves this much and no more.
-	AmountMinor int64  `json:"amount_minor,omitempty"`
-	Reason      string `json:"reason,omitempty"`
-	Note        string `json:"note,omitempty"`
-	IssuedAt    int64  `json:"iat"`
-	Expiry      int64  `json:"exp"`
-	ID          string `json:"jti"`
+	AmountMinor int64 `json:"amount_minor,omitempty"`
+	// AssignTo is the colleague a hand-off names.
+	AssignTo string `json:"assign_to,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Note     string `json:"note,omitempty"`
+	IssuedAt int64  `json:"iat"`
+	Expiry   int64  `json:"exp"`
+	ID       string `json:"jti"`
 }
 
 // NewReceipt fills a receipt's audience, times and unique ID, valid for ttl
@@ -203,8 +205,10 @@ func VerifyReceipt(token string, book authority.Book, now time.Time, maxTTL time
 		return Verified{}, refuse(CodeMalformed, "receipt jti must be 8 to 128 letters, digits, '.', '_' or '-'")
 	case !fullHash.MatchString(r.RequestSHA256):
 		return Verified{}, refuse(CodeMalformed, "receipt request_sha256 must be the full 64 lowercase hex digits of the request shown")
-	case r.Verdict != Approve && r.Verdict != Reject:
-		return Verified{}, refuse(CodeMalformed, "receipt verdict must be %q or %q", Approve, Reject)
+	case r.Verdict != Approve && r.Verdict != Reject && r.Verdict != Handoff:
+		return Verified{}, refuse(CodeMalformed, "receipt verdict must be %q, %q or %q", Approve, Reject, Handoff)
+	case (r.Verdict == Handoff) != (r.AssignTo != ""):
+		return Verified{}, refuse(CodeMalformed, "a hand-off, and only a hand-off, names whom it hands the request to (assign_to)")
 	case len(r.Reason) > MaxTextBytes || len(r.Note) > MaxTextBytes:
 		return Verified{}, refuse(CodeTooLarge, "receipt reason and note may be at most %d bytes each", MaxTextBytes)
 	case signer.Approver != "" && signer.Approver != r.Subject:

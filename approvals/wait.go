@@ -38,7 +38,33 @@ type Approval struct {
 	// until Quorum of them agree (a rejection ends it at once).
 	Quorum int        `json:"quorum,omitempty"`
 	Votes  []Decision `json:"votes,omitempty"`
-	open   bool
+	// The wait's timeline, as planned when it opened: the reminder (zero
+	// when there is none), the escalation to supervisors, and the final
+	// outcome. Deadline is the current stage's.
+	RemindAt    time.Time `json:"remind_at,omitempty"`
+	EscalatesAt time.Time `json:"escalates_at,omitempty"`
+	ExpiresAt   time.Time `json:"expires_at,omitempty"`
+	// Handoffs record requests handed to a named colleague; the deadline
+	// keeps running.
+	Handoffs []HandedOn `json:"handoffs,omitempty"`
+	open     bool
+}
+
+// HandedOn records an approver handing the request to a named colleague.
+type HandedOn struct {
+	From      string    `json:"from"`
+	To        string    `json:"to"`
+	Note      string    `json:"note,omitempty"`
+	At        time.Time `json:"at"`
+	ReceiptID string    `json:"jti"`
+}
+
+// AssignedTo is who the request was last handed to, if anyone.
+func (a *Approval) AssignedTo() string {
+	if n := len(a.Handoffs); n > 0 {
+		return a.Handoffs[n-1].To
+	}
+	return ""
 }
 
 // PayoutMinor is what the approval lets the run pay: the least amount any
@@ -323,7 +349,29 @@ func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	}
 	c := candidate{approver: ap, verdict: r.Verdict, amount: amount, reason: r.Reason, note: r.Note, hashBound: true,
 		proof: ProofReceipt, verified: &ver, receipt: in.Receipt}
+	if r.Verdict == Handoff {
+		return c, g.checkHandoff(c, r.AssignTo)
+	}
 	return c, g.authorise(c)
+}
+
+// checkHandoff: whoever hands a request on could decide it, and so could
+// the colleague it goes to.
+func (g *Gate) checkHandoff(c candidate, to string) error {
+	if err := g.authorise(candidate{approver: c.approver, verdict: Approve, amount: c.amount}); err != nil {
+		return err
+	}
+	colleague, ok := g.wait.Approvers.Find(to)
+	switch {
+	case !ok:
+		return refuse(CodeUnknown, "cannot hand the request to %q: not an approver", trim(to))
+	case colleague.ID == c.approver.ID:
+		return refuse(CodeSameApprover, "hand the request to someone else")
+	}
+	if err := g.authorise(candidate{approver: colleague, verdict: Approve, amount: c.amount}); err != nil {
+		return refuse(RefusalCode(err), "cannot hand the request to %s: %v", colleague.ID, err)
+	}
+	return nil
 }
 
 // ProofNone marks decisions of runs started before receipts.
@@ -438,6 +486,15 @@ func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*D
 	at.Accepted, at.Decision = true, c.verdict
 	g.record(at)
 	a := g.current
+	if c.verdict == Handoff {
+		h := HandedOn{From: c.approver.ID, To: c.verified.Receipt.AssignTo, Note: c.note, At: now, ReceiptID: c.verified.Receipt.ID}
+		a.Handoffs = append(a.Handoffs, h)
+		g.used[h.ReceiptID] = true
+		workflow.GetLogger(ctx).Info("request handed on", "from", h.From, "to", h.To)
+		return &Decision{Verdict: Handoff, Approver: h.From, Role: string(c.approver.Role), Note: c.note, Channel: at.Channel,
+			Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256, HashBound: true, Proof: c.proof,
+			KeyID: c.verified.Signer.Key.ID, VouchedBy: c.verified.Signer.Service, ReceiptID: h.ReceiptID, Receipt: c.receipt}, nil
+	}
 	d := Decision{Verdict: c.verdict, Approver: c.approver.ID, Role: string(c.approver.Role), Note: c.note, Reason: c.reason,
 		Channel: at.Channel, Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256,
 		HashBound: c.hashBound, Proof: c.proof}
@@ -479,6 +536,10 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 	now := workflow.Now(ctx).UTC()
 	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
 		Stage: StageWaiting, Deadline: now.Add(pol.TTL), open: true}
+	a.EscalatesAt, a.ExpiresAt = a.Deadline, a.Deadline.Add(pol.EscalationTTL)
+	if pol.ReminderAt < 1 && hooks.Remind != nil {
+		a.RemindAt = now.Add(time.Duration(float64(pol.TTL) * pol.ReminderAt))
+	}
 	if w.Trust != nil {
 		a.Quorum = 1
 		if w.Trust.FourEyesAboveMinor > 0 && w.Request.AmountMinor > w.Trust.FourEyesAboveMinor {
@@ -508,6 +569,7 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 	}
 
 	a.Stage, a.Deadline = StageEscalated, workflow.Now(ctx).UTC().Add(pol.EscalationTTL)
+	a.ExpiresAt = a.Deadline
 	if err := onStage(ctx, hooks, a); err != nil {
 		return a, err
 	}

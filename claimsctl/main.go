@@ -10,7 +10,7 @@
 //	claimsctl reconcile [--since 24h|RFC3339] [--json]   exit 3 when anything does not match
 //	claimsctl schedule [--every 1h]   the reconciliation schedule
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
-//	claimsctl receipt approve|reject CLAIM --key FILE   a signed decision for temporal workflow signal
+//	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
 package main
 
 import (
@@ -48,9 +48,10 @@ const usage = `usage:
   claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]
                                 an Ed25519 signing key; its public half goes in the approver directory
   claimsctl revoke-key --directory approvers.json KID   remove a key: what it signed no longer pays
-  claimsctl receipt approve|reject CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00]
+  claimsctl receipt approve|reject|handoff CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00] [--to ID]
                                 a signed decision receipt, {"receipt":"…"}, for
-                                temporal workflow signal --name approve --input "$(claimsctl receipt …)"
+                                temporal workflow signal --name approve --input "$(claimsctl receipt …)";
+                                a handoff (--to a colleague) goes through the decide update
 `
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -89,17 +89,21 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 	reason := fs.String("reason", "", "why (required to reject, or to approve a lower amount)")
 	note := fs.String("note", "", "a note for the audit trail")
 	amount := fs.String("amount", "", "approve this lower amount instead of the request's (needs --reason)")
+	to := fs.String("to", "", "handoff: the colleague to hand the request to (send it with the decide update)")
 	hash := fs.String("request-sha256", "", "the request's full hash, when it was read elsewhere (default: ask the claim)")
 	ttl := fs.Duration("ttl", approvals.DefaultReceiptTTL, "how long the receipt stays valid")
 	if err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 || *keyPath == "" {
-		return errors.New("usage: claimsctl receipt approve|reject CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00]")
+		return errors.New("usage: claimsctl receipt approve|reject|handoff CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00] [--to COLLEAGUE]")
 	}
 	verdict, id := approvals.Verdict(fs.Arg(0)), fs.Arg(1)
-	if verdict != approvals.Approve && verdict != approvals.Reject {
-		return fmt.Errorf("receipt: the verdict is approve or reject, not %q", verdict)
+	switch {
+	case verdict != approvals.Approve && verdict != approvals.Reject && verdict != approvals.Handoff:
+		return fmt.Errorf("receipt: the verdict is approve, reject or handoff, not %q", verdict)
+	case (verdict == approvals.Handoff) != (*to != ""):
+		return errors.New("receipt: a handoff names the colleague with --to, and only a handoff does")
 	}
 	kf, err := authority.ReadKeyFile(*keyPath)
 	if err != nil {
@@ -115,7 +119,7 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("receipt: %s is %s's own key; it cannot sign for %s", *keyPath, kf.Approver, *as)
 	}
 
-	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash}
+	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash, AssignTo: *to}
 	var req *approvals.Request
 	if r.RequestSHA256 == "" {
 		s, err := claimStatus(ctx, id)

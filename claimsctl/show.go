@@ -9,52 +9,19 @@ import (
 	"strings"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
-
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/workflows"
+	claimstory "github.com/durableclaims/durableclaims/story"
 )
 
-// stepOf maps activity types to the step they implement.
-var stepOf = map[string]claim.Step{
-	"LoadClaim": claim.StepIntake, "TriageClaim": claim.StepTriage, "TriageTurn": claim.StepTriage, "CallTool": claim.StepTriage,
-	"AssessClaim":  claim.StepAssess,
-	"OpenApproval": claim.StepApproval, "RemindApprovers": claim.StepApproval, "EscalateApproval": claim.StepApproval,
-	"PayClaimant": claim.StepPay, "NotifyClaimant": claim.StepNotify, "CloseClaim": claim.StepClose, "WriteAudit": claim.StepAudit,
-}
-
-// stepRecord is one activity of a run as its history tells it, with the
-// output it recorded (decrypted when codec keys are configured).
-type stepRecord struct {
-	Step        int             `json:"step"`
-	StepName    string          `json:"step_name"`
-	Activity    string          `json:"activity"`
-	Local       bool            `json:"local"`
-	Attempt     int32           `json:"attempt"`
-	Worker      string          `json:"worker,omitempty"`
-	LastFailure string          `json:"last_failure,omitempty"`
-	Outcome     string          `json:"outcome"`
-	Output      json.RawMessage `json:"output,omitempty"`
-	Reread      bool            `json:"reread,omitempty"` // the claim read again after an approval wait
-}
-
-// story is a claim run read from its event history.
+// story is a claim run read from its event history (package story), with
+// the model calls the usage ledger counts.
 type story struct {
-	ClaimID string                 `json:"claim_id"`
-	State   string                 `json:"state"`
-	Result  *workflows.ClaimResult `json:"result,omitempty"`
-	Steps   []*stepRecord          `json:"steps"`
-	Signals []string               `json:"signals,omitempty"`
-	// Pending is the approval a running claim waits on, from its status.
-	Pending    *approvals.Approval `json:"pending_approval,omitempty"`
-	TaskLosses []string            `json:"workflow_task_losses,omitempty"`
-	ModelCalls map[string]int      `json:"model_calls"`
+	*claimstory.Story
+	ModelCalls map[string]int `json:"model_calls"`
 }
 
 func show(ctx context.Context, args []string, out io.Writer) error {
@@ -73,11 +40,16 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
+	dc, err := config.DataConverter() // decrypts when codec keys are configured
+	if err != nil {
+		return err
+	}
 	for _, id := range fs.Args() {
-		s, err := readStory(ctx, c, id)
+		read, err := claimstory.Read(ctx, c, dc, id)
 		if err != nil {
 			return err
 		}
+		s := &story{Story: read}
 		calls, err := st.ModelCalls(ctx, id)
 		if err != nil {
 			return err
@@ -102,113 +74,6 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-func readStory(ctx context.Context, c client.Client, id string) (*story, error) {
-	dc, err := config.DataConverter() // decrypts when codec keys are configured
-	if err != nil {
-		return nil, err
-	}
-	s := &story{ClaimID: id}
-	byID := map[int64]*stepRecord{}
-	output := func(p *commonpb.Payloads) json.RawMessage {
-		var raw json.RawMessage
-		if p == nil || dc.FromPayloads(p, &raw) != nil {
-			return nil
-		}
-		return raw
-	}
-	add := func(r *stepRecord) {
-		if r.Activity == "LoadClaim" && len(s.Steps) > 0 {
-			r.Reread = true
-			r.Step, r.StepName = int(claim.StepApproval), claim.StepApproval.String()
-		}
-		s.Steps = append(s.Steps, r)
-	}
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		if err != nil {
-			return nil, fmt.Errorf("history of %s: %w", id, err)
-		}
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			typ := e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
-			r := &stepRecord{Activity: typ, Step: int(stepOf[typ]), StepName: stepOf[typ].String(), Outcome: "scheduled"}
-			byID[e.GetEventId()] = r
-			add(r)
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			a := e.GetActivityTaskStartedEventAttributes()
-			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.Attempt, r.Worker, r.Outcome = a.GetAttempt(), a.GetIdentity(), "started"
-				if f := a.GetLastFailure(); f != nil {
-					r.LastFailure = f.GetMessage()
-				}
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.Outcome, r.Output = "completed", output(a.GetResult())
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-			a := e.GetActivityTaskFailedEventAttributes()
-			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.Outcome = "failed: " + a.GetFailure().GetMessage()
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			a := e.GetActivityTaskTimedOutEventAttributes()
-			if r := byID[a.GetScheduledEventId()]; r != nil {
-				r.Outcome = "timed out: " + a.GetFailure().GetMessage()
-			}
-		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			// A local activity: its result is recorded with the workflow
-			// task that ran it.
-			m := e.GetMarkerRecordedEventAttributes()
-			if m.GetMarkerName() != "LocalActivity" {
-				continue
-			}
-			var data struct {
-				ActivityType string
-				Attempt      int32
-			}
-			if dc.FromPayloads(m.GetDetails()["data"], &data) != nil {
-				continue
-			}
-			r := &stepRecord{Activity: data.ActivityType, Step: int(stepOf[data.ActivityType]), StepName: stepOf[data.ActivityType].String(),
-				Local: true, Attempt: data.Attempt, Outcome: "completed", Output: output(m.GetDetails()["result"])}
-			if f := m.GetFailure(); f != nil {
-				r.Outcome, r.Output = "failed: "+f.GetMessage(), nil
-			}
-			add(r)
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			a := e.GetWorkflowExecutionSignaledEventAttributes()
-			s.Signals = append(s.Signals, fmt.Sprintf("%s at %s from %s", a.GetSignalName(), e.GetEventTime().AsTime().Format(time.TimeOnly), a.GetIdentity()))
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-			if e.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-				s.TaskLosses = append(s.TaskLosses, "workflow task waited on a dead worker's sticky queue; another worker took it and rebuilt the run from history")
-			} else {
-				s.TaskLosses = append(s.TaskLosses, "workflow task timed out (its worker died mid-task, local steps included); another worker ran it again")
-			}
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-			s.TaskLosses = append(s.TaskLosses, "workflow task failed: "+e.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-			var res workflows.ClaimResult
-			if err := dc.FromPayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res); err == nil {
-				s.Result, s.State = &res, res.Status
-			}
-		}
-	}
-	if s.Result == nil {
-		s.State = "still running"
-		if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil {
-			var st workflows.Status
-			if v.Get(&st) == nil {
-				s.State = fmt.Sprintf("%s at step %d (%s)", st.State, st.Step, st.StepName)
-				s.Pending = st.Approval
-			}
-		}
-	}
-	return s, nil
-}
-
 func (s *story) print(out io.Writer) {
 	r := s.Result
 	if r != nil {
@@ -227,8 +92,8 @@ func (s *story) print(out io.Writer) {
 	if r != nil && r.Currency != "" {
 		currency = r.Currency
 	}
-	line := func(rec *stepRecord) {
-		fmt.Fprintf(out, "  step %d %-9s %s\n", rec.Step, rec.StepName, rec.describe(currency))
+	line := func(rec *claimstory.Step) {
+		fmt.Fprintf(out, "  step %d %-9s %s\n", rec.Step, rec.StepName, describe(rec, currency))
 	}
 	for step := claim.StepIntake; step <= claim.StepAudit; step++ {
 		for _, rec := range s.Steps {
@@ -285,6 +150,13 @@ func proof(d *approvals.Decision) string {
 
 // quorum prints a four-eyes approval's votes so far.
 func quorum(out io.Writer, ap *approvals.Approval) {
+	for _, h := range ap.Handoffs {
+		note := ""
+		if h.Note != "" {
+			note = ": " + h.Note
+		}
+		fmt.Fprintf(out, "         %-9s handed on by %s to %s at %s%s\n", "", h.From, h.To, h.At.Format(time.RFC3339), note)
+	}
 	if ap.Quorum < 2 {
 		return
 	}
@@ -296,7 +168,7 @@ func quorum(out io.Writer, ap *approvals.Approval) {
 }
 
 // describe says what a step did and what it recorded.
-func (rec *stepRecord) describe(currency string) string {
+func describe(rec *claimstory.Step, currency string) string {
 	var b strings.Builder
 	if rec.Attempt > 1 {
 		fmt.Fprintf(&b, "RESUMED: attempt %d on %s after %q; ", rec.Attempt, rec.Worker, rec.LastFailure)
@@ -305,13 +177,13 @@ func (rec *stepRecord) describe(currency string) string {
 	if rec.Local {
 		b.WriteString(" (local)")
 	}
-	if detail := rec.detail(currency); detail != "" {
+	if detail := detail(rec, currency); detail != "" {
 		b.WriteString(": " + detail)
 	}
 	return b.String()
 }
 
-func (rec *stepRecord) detail(currency string) string {
+func detail(rec *claimstory.Step, currency string) string {
 	if rec.Output == nil {
 		return ""
 	}

@@ -52,6 +52,7 @@ start capped 640.00 --max-payout 100.00
 start four-eyes 1840.00 --four-eyes-above 1500
 start lowered 1840.00
 start refused 1840.00
+start handed-on 1840.00
 # A frequent claimant: three earlier claims by the same person send a small claim to a human.
 for n in 1 2 3; do
   bin/starter --register-only --claim-id "$(id frequent-prior-$n)" --policy pol-1001 --name "Ada Lovelace" --email frequent@example.com \
@@ -65,7 +66,7 @@ bin/starter --register-only --claim-id "$(id loosened)" --policy pol-1001 --name
 direct loosened '{"auto_approve_limit_minor":4611686018427387904}'
 
 bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)" \
-  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)"
+  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)" "$(id handed-on)"
 signal frequent approve "$(receipt approve frequent adjuster-17)"
 signal approved approve "$(receipt approve approved adjuster-17 --note recorded)"
 "$TEMPORAL" workflow update execute --workflow-id "$(id approved-update)" --name decide \
@@ -74,6 +75,9 @@ signal rejected reject "$(receipt reject rejected adjuster-17 --reason 'recorded
 signal four-eyes approve "$(receipt approve four-eyes adjuster-17)"
 signal four-eyes approve "$(receipt approve four-eyes supervisor-3)"
 signal lowered approve "$(receipt approve lowered adjuster-9 --amount 1400.00 --reason 'the invoice covers 1400.00')"
+"$TEMPORAL" workflow update execute --workflow-id "$(id handed-on)" --name decide \
+  --input "$(receipt handoff handed-on adjuster-17 --to supervisor-3 --note 'a supervisor knows this claimant')" >/dev/null
+signal handed-on approve "$(receipt approve handed-on supervisor-3)"
 signal refused approve '{"approver":"supervisor-3"}'
 signal refused approve "$(receipt approve refused adjuster-9)"
 signal refused approve "$(receipt approve refused supervisor-3)"
@@ -89,7 +93,7 @@ signal amended approve "$(receipt approve amended adjuster-9)"
 signal amended approve "$(receipt approve amended adjuster-17)"
 
 for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped \
-  four-eyes lowered refused frequent unregistered loosened; do
+  four-eyes lowered refused frequent unregistered loosened handed-on; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
   echo "    $OUT/$(id "$name").json"

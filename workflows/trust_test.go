@@ -241,3 +241,34 @@ func (s *ClaimSuite) TestARevokedKeysDecisionIsVoidedBeforeThePayment() {
 	s.Equal("supervisor-3", r.Approval.Decision.Approver)
 	s.Len(s.calls.pays, 1)
 }
+
+// An approver may hand the request to a named colleague who could decide
+// it: recorded, the wait goes on. The wait's timeline is in the status.
+func (s *ClaimSuite) TestHandOffToAColleague() {
+	var waiting Status
+	handed := s.decideWith(time.Hour, func() approvals.DecideInput {
+		return approvals.DecideInput{Receipt: s.receipt("inbox", "adjuster-17", approvals.Handoff, func(r *approvals.Receipt) {
+			r.AssignTo, r.Note = "supervisor-3", "needs a supervisor's eye"
+		})}
+	})
+	refused := s.decideWith(time.Hour+time.Minute, func() approvals.DecideInput {
+		return approvals.DecideInput{Receipt: s.receipt("adjuster-17", "adjuster-17", approvals.Handoff, func(r *approvals.Receipt) { r.AssignTo = "adjuster-9" })}
+	})
+	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, 2*time.Hour)
+	s.approve(3*time.Hour, "supervisor-3", nil)
+	s.start(testClaim("claim-0120", "1840.00"), Options{})
+
+	s.NoError(handed.rejected)
+	s.Equal(approvals.Handoff, handed.decision.Verdict)
+	s.ErrorContains(refused.rejected, "cannot hand the request to adjuster-9: over limit")
+	s.Equal(StatusWaiting, waiting.State, "a hand-off decides nothing")
+	s.Require().Len(waiting.Approval.Handoffs, 1)
+	h := waiting.Approval.Handoffs[0]
+	s.Equal([]string{"adjuster-17", "supervisor-3", "needs a supervisor's eye"}, []string{h.From, h.To, h.Note})
+	s.Equal("supervisor-3", waiting.Approval.AssignedTo())
+	a := waiting.Approval
+	s.Equal(36*time.Hour, a.RemindAt.Sub(a.RequestedAt))
+	s.Equal(72*time.Hour, a.EscalatesAt.Sub(a.RequestedAt))
+	s.Equal(96*time.Hour, a.ExpiresAt.Sub(a.RequestedAt))
+	s.Equal(StatusPaid, s.result().Status)
+}

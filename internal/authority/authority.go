@@ -15,6 +15,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
+	_ "time/tzdata" // time zone names resolve on any host
+
+	"golang.org/x/text/language"
 
 	_ "embed"
 
@@ -42,6 +46,11 @@ type Approver struct {
 	// Keys are the approver's own public keys: each signs only this
 	// approver's decisions. More than one during a rotation.
 	Keys []Key `json:"keys,omitempty"`
+	// Locale (a BCP 47 tag like "de-DE") and TimeZone (an IANA name like
+	// "Europe/Berlin") are how the inbox shows this approver amounts and
+	// deadlines; empty: from the browser, and UTC.
+	Locale   string `json:"locale,omitempty"`
+	TimeZone string `json:"time_zone,omitempty"`
 }
 
 // Directory is the approver list, sorted by ID so its JSON is stable.
@@ -69,11 +78,13 @@ type file struct {
 }
 
 type fileApprover struct {
-	ID     string            `json:"id"`
-	Role   Role              `json:"role"`
-	Email  string            `json:"email"`
-	Limits map[string]string `json:"limits"`
-	Keys   []json.RawMessage `json:"keys,omitempty"`
+	ID       string            `json:"id"`
+	Role     Role              `json:"role"`
+	Email    string            `json:"email"`
+	Limits   map[string]string `json:"limits"`
+	Keys     []json.RawMessage `json:"keys,omitempty"`
+	Locale   string            `json:"locale,omitempty"`
+	TimeZone string            `json:"time_zone,omitempty"`
 }
 
 type fileService struct {
@@ -120,7 +131,13 @@ func Parse(data []byte) (Book, error) {
 			return Book{}, fmt.Errorf("%s: needs limits, e.g. {\"usd\":\"5000.00\"}", where)
 		}
 		seen[a.ID] = true
-		ap := Approver{ID: a.ID, Role: a.Role, Email: strings.ToLower(a.Email), Limits: map[string]int64{}}
+		if _, err := language.Parse(a.Locale); a.Locale != "" && err != nil {
+			return Book{}, fmt.Errorf("%s: locale %q: %v", where, a.Locale, err)
+		}
+		if _, err := time.LoadLocation(a.TimeZone); a.TimeZone != "" && err != nil {
+			return Book{}, fmt.Errorf("%s: time_zone %q: %v", where, a.TimeZone, err)
+		}
+		ap := Approver{ID: a.ID, Role: a.Role, Email: strings.ToLower(a.Email), Limits: map[string]int64{}, Locale: a.Locale, TimeZone: a.TimeZone}
 		for cur, v := range a.Limits {
 			minor, err := claim.ParseAmount(v, strings.ToLower(cur))
 			if err != nil {
