@@ -46,6 +46,9 @@ type Activities struct {
 	// From is the sender of claimant e-mail; Adjusters receives approval
 	// reminders and Supervisors escalations.
 	From, Adjusters, Supervisors string
+	// InboxURL is the adjuster inbox's public address: reminders and
+	// escalations link to the claim's page there.
+	InboxURL string
 }
 
 // Error types the workflow and operators branch on. Each is non-retryable:

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -337,4 +338,16 @@ func TestClaimantEmailsTellTheOutcomeNotOurInternals(t *testing.T) {
 			assert.NotContains(t, string(body), internal, "%s: the e-mail says %q", outcome, internal)
 		}
 	}
+}
+
+// Reminders and escalations link to the claim's page in the inbox.
+func TestApprovalNoticesLinkToTheInbox(t *testing.T) {
+	a := newActivities(t, nil)
+	a.InboxURL = "https://inbox.insurer.example/"
+	r, err := run[NotifyResult](t, a, a.EscalateApproval, NoticeInput{Key: "claim-0042:step5:escalate", ClaimID: "claim-0042",
+		Amount: "1840.00", Currency: "usd", RequestSHA256: strings.Repeat("ab", 32), Deadline: time.Now()})
+	require.NoError(t, err)
+	body, err := os.ReadFile(filepath.Join(a.Mailer.(SpoolMailer).Dir, fileSafe(r.MessageID)+".eml"))
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "Open it in the inbox: https://inbox.insurer.example/claims/claim-0042")
 }

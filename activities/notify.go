@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/smtp"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,10 +174,13 @@ func (a *Activities) approvalNotice(ctx context.Context, in NoticeInput, to, sub
 	if err := requireKey(in.Key); err != nil {
 		return NotifyResult{}, err
 	}
-	body := fmt.Sprintf("Claim %s (%s %s) %s.\nRequest sha256: %s\nDeadline: %s\n\n"+
-		"Decide with your signing key: temporal workflow signal --workflow-id %s --name approve "+
-		"--input \"$(claimsctl receipt approve %s --key YOUR.key)\" (or reject, with --reason)\n",
-		in.ClaimID, in.Amount, strings.ToUpper(in.Currency), what, in.RequestSHA256, in.Deadline.Format(time.RFC3339), in.ClaimID, in.ClaimID)
+	body := fmt.Sprintf("Claim %s (%s %s) %s.\nRequest sha256: %s\nDeadline: %s\n\n", in.ClaimID, in.Amount,
+		strings.ToUpper(in.Currency), what, in.RequestSHA256, in.Deadline.Format(time.RFC3339))
+	if a.InboxURL != "" {
+		body += fmt.Sprintf("Open it in the inbox: %s/claims/%s\n\n", strings.TrimSuffix(a.InboxURL, "/"), url.PathEscape(in.ClaimID))
+	}
+	body += fmt.Sprintf("Or decide with your signing key: temporal workflow signal --workflow-id %s --name approve "+
+		"--input \"$(claimsctl receipt approve %s --key YOUR.key)\" (or reject, with --reason)\n", in.ClaimID, in.ClaimID)
 	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: to, Subject: subject, Body: body})
 }
 

@@ -238,5 +238,6 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
 		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
 		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
+		InboxURL:      os.Getenv("INBOX_URL"),
 	}, func() { st.Close(); docs.Close() }, nil
 }
