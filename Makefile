@@ -7,7 +7,7 @@ TEMPORAL_CLI_VERSION := v1.5.1
 TEMPORAL ?= $(shell command -v temporal 2>/dev/null || echo $(GOBIN)/temporal)
 export TEMPORAL
 
-BINARIES := worker starter claimsctl stripesim modelsim
+BINARIES := worker starter claimsctl inbox stripesim modelsim
 
 .PHONY: all build demo test unit vet lint fuzz bench histories soak temporal-cli clean
 
@@ -15,7 +15,7 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./stripesim/cmd/stripesim ./modelsim/cmd/modelsim ./bench
+	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./inbox ./stripesim/cmd/stripesim ./modelsim/cmd/modelsim ./bench
 	$(GO) build -o bin/codec-server ./codecserver
 
 temporal-cli:

@@ -10,6 +10,7 @@ STACK=var/demo
 TEMPORAL_ADDRESS=${DEMO_TEMPORAL_ADDRESS:-localhost:7233}
 STRIPESIM_ADDR=${DEMO_STRIPESIM_ADDR:-localhost:12111}
 UI_PORT=${DEMO_UI_PORT:-8233}
+INBOX_ADDR=${DEMO_INBOX_ADDR:-localhost:8088}
 source scripts/lib.sh
 
 echo "crash injection: claim-0042 dies in step 7 (notify); claim-0043 dies in step 6 after Stripe made the transfer"
@@ -27,6 +28,7 @@ bin/claimsctl wait --status waiting --timeout 90s claim-0042 claim-0043
 echo "    Waiting holds no worker: no activity, no goroutine, just a durable timer. Find them with:"
 echo "    \$ temporal workflow list --query 'ClaimStatus=\"waiting\"'"
 "$TEMPORAL" workflow list --query 'ClaimStatus="waiting"' | sed 's/^/    /'
+echo "    Adjusters see them in the inbox, $INBOX_URL (sign in as adjuster-17; DEMO_KEEP=1 keeps it up after the story)."
 
 say "Someone who can reach the Temporal frontend, but holds no approver key, tries to approve claim-0042"
 echo "    \$ temporal workflow signal --workflow-id claim-0042 --name approve --input '{\"approver\":\"supervisor-3\"}'"
@@ -59,3 +61,10 @@ echo "    Messages in the mail spool $MAIL_SPOOL (claimant notices, reminder, es
 
 say "Transfers at the payment provider"
 bin/claimsctl payments claim-0042 claim-0043 claim-0044
+
+if [ "${DEMO_KEEP:-}" = 1 ]; then
+  say "The stack stays up. claim-0045 waits for you at $INBOX_URL/claims/claim-0045"
+  bin/starter --docs-root examples examples/claims/claim-0045.json
+  echo "    Sign in as adjuster-17 (limit 5000.00 usd) and approve, reject, lower or hand it on; Ctrl-C stops everything."
+  while sleep 3600; do :; done
+fi

@@ -3,7 +3,8 @@
 # restarts it when it dies) in a directory, and take it down again.
 #
 # Set before sourcing: STACK (a directory), TEMPORAL_ADDRESS, STRIPESIM_ADDR,
-# UI_PORT. Call stack_up [worker flags...]; stack_down runs on exit.
+# UI_PORT, and INBOX_ADDR for the adjusters' inbox (unset: no inbox). Call
+# stack_up [worker flags...]; stack_down runs on exit.
 
 TEMPORAL=${TEMPORAL:-$(command -v temporal || echo "$(go env GOPATH)/bin/temporal")}
 export TEMPORAL_NAMESPACE=default
@@ -13,6 +14,8 @@ export BLOB_URL="file://$PWD/$STACK/blobs?create_dir=true"
 # The approver directory with a signing key per approver, made by stack_up.
 export APPROVERS_FILE=$STACK/approvers.json KEYS=$STACK/keys
 export TEMPORAL_ADDRESS STRIPESIM_ADDR
+# Approval notices link to the claim's page in the inbox.
+if [ -n "${INBOX_ADDR:-}" ]; then export INBOX_ADDR INBOX_URL=http://$INBOX_ADDR; fi
 export LOG_LEVEL=${LOG_LEVEL:-info}
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -27,7 +30,7 @@ trap stack_down EXIT
 listening() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 
 stack_up() {
-  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT"; do
+  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT" ${INBOX_ADDR:+"$INBOX_ADDR"}; do
     if listening "$addr"; then
       echo "$addr is already in use; stop what listens there" >&2
       exit 1
@@ -40,6 +43,10 @@ stack_up() {
     bin/claimsctl keygen --approver "$approver" --out "$KEYS/$approver.key" --directory "$APPROVERS_FILE" >/dev/null
     echo "    $KEYS/$approver.key"
   done
+  if [ -n "${INBOX_ADDR:-}" ]; then
+    bin/claimsctl keygen --service inbox --out "$KEYS/inbox.key" --directory "$APPROVERS_FILE" >/dev/null
+    echo "    $KEYS/inbox.key (the inbox's service key: it signs for whoever signs in)"
+  fi
 
   say "Starting the Temporal dev server on $TEMPORAL_ADDRESS (Web UI http://localhost:$UI_PORT)"
   "$TEMPORAL" server start-dev --ip "${TEMPORAL_ADDRESS%:*}" --port "${TEMPORAL_ADDRESS##*:}" --ui-port "$UI_PORT" \
@@ -81,4 +88,13 @@ stack_up() {
     done
   ) 2>/dev/null &  # bash's own "Killed" notices; the supervisor says it instead
   stack_pids+=($!)
+
+  if [ -n "${INBOX_ADDR:-}" ]; then
+    say "Starting the adjusters' inbox on $INBOX_URL"
+    echo "    development sign-in (INBOX_DEV_LOGIN=1, loopback only): pick an approver from the directory, no password"
+    INBOX_DEV_LOGIN=1 INBOX_SIGNING_KEY=$KEYS/inbox.key bin/inbox >"$STACK/inbox.log" 2>&1 &
+    stack_pids+=($!)
+    for _ in $(seq 1 100); do listening "$INBOX_ADDR" && break; sleep 0.1; done
+    listening "$INBOX_ADDR" || { echo "the inbox did not come up; see $STACK/inbox.log" >&2; exit 1; }
+  fi
 }

@@ -103,7 +103,7 @@ func Binaries(t testing.TB) string {
 			return
 		}
 		root := ModuleRoot(t)
-		cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./worker", "./starter", "./claimsctl")
+		cmd := exec.Command("go", "build", "-o", binDir+string(os.PathSeparator), "./worker", "./starter", "./claimsctl", "./inbox")
 		cmd.Dir = root
 		buildOut, buildErr = cmd.CombinedOutput()
 	})

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/story"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// waitingQuery finds the claims that wait for a decision.
+const waitingQuery = `WorkflowType = "ClaimWorkflow" AND ExecutionStatus = "Running" AND ` +
+	`(ClaimStatus = "waiting" OR ClaimStatus = "escalated")`
+
+// entry is one claim in an approver's inbox.
+type entry struct {
+	ClaimID  string
+	Status   workflows.Status
+	Approval *approvals.Approval
+	// ForYou: a colleague (HandedBy) handed the request to this approver.
+	ForYou   bool
+	HandedBy string
+}
+
+// inbox lists the claims waiting for this approver (their stage, role and
+// limit decide which), oldest deadline first, hand-offs to them on top.
+func (s *server) inbox(w http.ResponseWriter, r *http.Request, v viewer) {
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	var list []entry
+	var token []byte
+	for {
+		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.namespace,
+			Query: waitingQuery, PageSize: 500, NextPageToken: token})
+		if err != nil {
+			s.fail(w, r, http.StatusBadGateway, "Temporal visibility cannot be read", err)
+			return
+		}
+		// One status query per waiting claim, sixteen at a time.
+		execs := resp.GetExecutions()
+		found := make([]*entry, len(execs))
+		var g errgroup.Group
+		g.SetLimit(16)
+		for i, ex := range execs {
+			g.Go(func() error {
+				id := ex.GetExecution().GetWorkflowId()
+				st, err := s.status(ctx, id)
+				if err != nil {
+					s.log.Warn("status of a waiting claim", "claim", id, "error", err)
+					return nil
+				}
+				if ok, _ := mayDecide(v.Approver, st); ok {
+					e := entry{ClaimID: id, Status: st, Approval: st.Approval, ForYou: st.Approval.AssignedTo() == v.ID}
+					if e.ForYou {
+						e.HandedBy = st.Approval.Handoffs[len(st.Approval.Handoffs)-1].From
+					}
+					found[i] = &e
+				}
+				return nil
+			})
+		}
+		_ = g.Wait()
+		for _, e := range found {
+			if e != nil {
+				list = append(list, *e)
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			break
+		}
+	}
+	slices.SortFunc(list, func(a, b entry) int {
+		if a.ForYou != b.ForYou {
+			if a.ForYou {
+				return -1
+			}
+			return 1
+		}
+		return a.Approval.Deadline.Compare(b.Approval.Deadline)
+	})
+	s.render(w, r, http.StatusOK, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: list,
+		Notice: r.URL.Query().Get("notice")})
+}
+
+// mayDecide says whether an approver could decide the request a claim
+// waits on now, and if not, why: the same questions the workflow's rule
+// book asks (it asks again, and has the last word).
+func mayDecide(ap authority.Approver, st workflows.Status) (bool, string) {
+	a := st.Approval
+	switch {
+	case a == nil || a.Decision != nil || (st.State != workflows.StatusWaiting && st.State != workflows.StatusEscalated):
+		return false, "the claim is not waiting for a decision"
+	case a.Stage == approvals.StageEscalated && ap.Role != authority.Supervisor:
+		return false, "the claim is escalated: a supervisor decides"
+	}
+	if limit, ok := ap.Limits[a.Request.Currency]; !ok || limit < a.Request.AmountMinor {
+		return false, "the amount is over your limit"
+	}
+	for _, vote := range a.Votes {
+		if vote.Approver == ap.ID {
+			return false, "you approved it: a second approver must agree"
+		}
+	}
+	return true, ""
+}
+
+func (s *server) status(ctx context.Context, id string) (workflows.Status, error) {
+	var st workflows.Status
+	val, err := s.temporal.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	if err != nil {
+		return st, err
+	}
+	return st, val.Get(&st)
+}
+
+// claimView is everything the claim page shows.
+type claimView struct {
+	ID        string
+	Status    workflows.Status
+	Approval  *approvals.Approval
+	Claim     claim.Claim
+	CanDecide bool
+	WhyNot    string
+	Turns     []turnView
+	Documents []claim.Document
+	Terminal  bool
+	Decided   string
+}
+
+// turnView is one triage turn, and the tool calls it made.
+type turnView struct {
+	N      int
+	Asked  []string
+	Answer *activities.Triage
+	Tools  []toolView
+}
+
+type toolView struct{ Name, Result string }
+
+// claimPage shows exactly the request whose hash the approver signs, and
+// what led to it: payee, amount, coverage arithmetic, the model's
+// rationale, the triage turns and tool calls, the documents, the decision
+// attempts so far, the quorum.
+func (s *server) claimPage(w http.ResponseWriter, r *http.Request, v viewer) {
+	cv, status, msg, err := s.load(r.Context(), r.PathValue("id"), v)
+	if err != nil {
+		s.fail(w, r, status, msg, err)
+		return
+	}
+	q := r.URL.Query()
+	s.render(w, r, http.StatusOK, "claim", page{Title: "Claim " + cv.ID, Viewer: &v, Data: cv, Notice: q.Get("notice"), Problem: q.Get("problem")})
+}
+
+func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	cv := claimView{ID: id}
+	st, err := s.status(ctx, id)
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return cv, http.StatusNotFound, "no such claim", nil
+	}
+	if err != nil {
+		return cv, http.StatusBadGateway, "the claim's status cannot be read", err
+	}
+	cv.Status, cv.Approval = st, st.Approval
+	if !mayView(v.Approver, st) {
+		return cv, http.StatusForbidden, "this claim is not for you", nil
+	}
+	cv.CanDecide, cv.WhyNot = mayDecide(v.Approver, st)
+	cv.Terminal = st.State != workflows.StatusRunning && st.State != workflows.StatusWaiting && st.State != workflows.StatusEscalated
+	read, err := story.Read(ctx, s.temporal, s.dc, id)
+	if err != nil {
+		return cv, http.StatusBadGateway, "the claim's history cannot be read", err
+	}
+	cv.Claim, cv.Turns = fromStory(read)
+	cv.Documents = cv.Claim.Documents
+	return cv, 0, "", nil
+}
+
+// mayView: the approvers the request is for, and those who took part in
+// it, see the claim and its documents; nobody else.
+func mayView(ap authority.Approver, st workflows.Status) bool {
+	a := st.Approval
+	if a == nil {
+		return false
+	}
+	if _, ok := ap.Limits[a.Request.Currency]; ok || ap.Role == authority.Supervisor {
+		return true
+	}
+	for _, at := range st.Attempts {
+		if at.Accepted && at.Approver == ap.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// fromStory reads the claim as intake last loaded it (its documents by
+// reference) and the triage turns with their tool calls.
+func fromStory(st *story.Story) (claim.Claim, []turnView) {
+	var c claim.Claim
+	var turns []turnView
+	for _, step := range st.Steps {
+		switch step.Activity {
+		case "LoadClaim":
+			var loaded activities.LoadClaimResult
+			if json.Unmarshal(step.Output, &loaded) == nil && loaded.Claim.ID != "" {
+				c = loaded.Claim
+			}
+		case "TriageTurn":
+			var t activities.TurnResult
+			if json.Unmarshal(step.Output, &t) != nil {
+				continue
+			}
+			tv := turnView{N: len(turns) + 1, Answer: t.Triage}
+			for _, call := range t.ToolCalls {
+				tv.Asked = append(tv.Asked, call.Name)
+			}
+			turns = append(turns, tv)
+		case "CallTool":
+			var out activities.ToolResult
+			if json.Unmarshal(step.Output, &out) != nil || len(turns) == 0 {
+				continue
+			}
+			result := out.Content
+			if len(result) > 600 {
+				result = result[:600] + "…"
+			}
+			last := &turns[len(turns)-1]
+			last.Tools = append(last.Tools, toolView{Name: out.Name, Result: result})
+		}
+	}
+	return c, turns
+}
+
+// live is the claim's state as JSON, for the page to follow it after a
+// decision (to paid, or to the second approver).
+func (s *server) live(w http.ResponseWriter, r *http.Request, v viewer) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	st, err := s.status(ctx, r.PathValue("id"))
+	if err != nil || !mayView(v.Approver, st) {
+		http.Error(w, `{"error":"unavailable"}`, http.StatusNotFound)
+		return
+	}
+	out := map[string]any{"state": st.State, "step": st.StepName, "transfer_id": st.TransferID, "payout": st.Payout,
+		"currency": strings.ToUpper(st.Currency)}
+	if a := st.Approval; a != nil {
+		out["votes"], out["quorum"] = len(a.Votes), a.Quorum
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// decide signs a receipt for the signed-in approver with the inbox's
+// service key, for the request hash the page showed, and sends it through
+// the decide update: a refusal (over the limit, a stale page, already
+// decided, not your stage) comes back at once and is shown.
+func (s *server) decide(w http.ResponseWriter, r *http.Request, v viewer) {
+	id := r.PathValue("id")
+	back := func(kind, msg string) {
+		http.Redirect(w, r, "/claims/"+url.PathEscape(id)+"?"+url.Values{kind: {msg}}.Encode(), http.StatusSeeOther)
+	}
+	rec := approvals.Receipt{Subject: v.ID, ClaimID: id, RequestSHA256: r.PostFormValue("request_sha256"),
+		Reason: strings.TrimSpace(r.PostFormValue("reason")), Note: strings.TrimSpace(r.PostFormValue("note"))}
+	switch action := r.PostFormValue("action"); action {
+	case "approve":
+		rec.Verdict = approvals.Approve
+	case "reject":
+		rec.Verdict = approvals.Reject
+	case "lower":
+		rec.Verdict = approvals.Approve
+		minor, err := claim.ParseAmount(strings.TrimSpace(r.PostFormValue("amount")), r.PostFormValue("currency"))
+		if err != nil {
+			back("problem", "the lower amount: "+err.Error())
+			return
+		}
+		rec.AmountMinor = minor
+	case "handoff":
+		rec.Verdict, rec.AssignTo = approvals.Handoff, r.PostFormValue("assign_to")
+		rec.Note, rec.Reason = rec.Reason, ""
+	default:
+		back("problem", "choose a decision")
+		return
+	}
+	rec, err := approvals.NewReceipt(rec, time.Now(), approvals.DefaultReceiptTTL)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "cannot make the receipt", err)
+		return
+	}
+	tok, err := approvals.Sign(s.key, rec)
+	if err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "cannot sign the receipt", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	h, err := s.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: approvals.UpdateDecide,
+		Args: []any{approvals.DecideInput{Receipt: tok}}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	var d approvals.Decision
+	if err == nil {
+		err = h.Get(ctx, &d)
+	}
+	if err != nil {
+		s.log.Info("decision refused", "claim", id, "approver", v.ID, "error", err)
+		back("problem", "Refused: "+refusal(err))
+		return
+	}
+	s.log.Info("decision sent", "claim", id, "approver", v.ID, "verdict", d.Verdict, "jti", rec.ID)
+	notice := map[approvals.Verdict]string{approvals.Approve: "Approved", approvals.Reject: "Rejected",
+		approvals.Handoff: "Handed to " + rec.AssignTo}[d.Verdict]
+	if d.Verdict == approvals.Approve && rec.AmountMinor > 0 {
+		notice = "Approved " + v.format.Money(rec.AmountMinor, r.PostFormValue("currency"))
+	}
+	back("notice", notice+": receipt "+rec.ID[:8]+" accepted by the claim")
+}
+
+// refusal is what the workflow said, without the SDK's wrapping.
+func refusal(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "): "); i >= 0 && strings.HasPrefix(msg, "update failed") {
+		msg = msg[i+3:]
+	}
+	return msg
+}
+
+// document streams one of the claim's documents from the blob store, to
+// an approver who may see the claim; never inline (a claimant's upload is
+// not a page of ours).
+func (s *server) document(w http.ResponseWriter, r *http.Request, v viewer) {
+	cv, status, msg, err := s.load(r.Context(), r.PathValue("id"), v)
+	if err != nil || status != 0 {
+		s.fail(w, r, max(status, http.StatusBadGateway), msg, err)
+		return
+	}
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 0 || n >= len(cv.Documents) || cv.Documents[n].URI == "" {
+		s.fail(w, r, http.StatusNotFound, "no such document", nil)
+		return
+	}
+	d := cv.Documents[n]
+	if err := s.blobs.CheckDocument(cv.ID, d.URI); err != nil {
+		s.fail(w, r, http.StatusForbidden, "not one of this claim's documents", err)
+		return
+	}
+	b, err := s.blobs.Get(r.Context(), blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, blobs.DefaultMaxSize)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, "the document cannot be read", err)
+		return
+	}
+	w.Header().Set("Content-Type", http.DetectContentType(b))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", safeName(d.Name)))
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; sandbox")
+	_, _ = w.Write(b)
+}
+
+func safeName(n string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == '"' || r == '\\' || r == '/' {
+			return '_'
+		}
+		return r
+	}, n)
+}

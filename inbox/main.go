@@ -1,0 +1,174 @@
+// Command inbox is the adjusters' web inbox: the claims waiting for the
+// signed-in approver, a page per claim with exactly the request they sign,
+// and decisions (approve, reject, approve a lower amount, hand to a
+// colleague) sent through the claim's decide update as receipts the inbox
+// signs with its service key for whoever signed in. Stateless: any number
+// of replicas behind a load balancer, sharing INBOX_SESSION_KEY.
+//
+//	INBOX_ADDR          listen address (default localhost:8088)
+//	INBOX_URL           the public address (default http://INBOX_ADDR); sign-in returns to INBOX_URL/callback
+//	INBOX_SIGNING_KEY   the inbox's service key file (claimsctl keygen --service inbox); its public half is in the directory
+//	INBOX_SESSION_KEY   base64 of 32 or more random bytes, the same on every replica
+//	OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET   the identity provider
+//	INBOX_DEV_LOGIN=1   development only: choose an approver instead of an identity provider (loopback only)
+//	APPROVERS_FILE, BLOB_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, CODEC_KEYS_FILE   as for the worker
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	_ "gocloud.dev/blob/azureblob" // azblob://
+	_ "gocloud.dev/blob/gcsblob"   // gs://
+	_ "gocloud.dev/blob/s3blob"    // s3://
+
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/config"
+)
+
+func main() {
+	config.OwnerOnly()
+	logger := config.Logger("inbox")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, logger, os.Getenv); err != nil {
+		logger.Error("inbox stopped", "error", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) error {
+	addr := getenv("INBOX_ADDR")
+	if addr == "" {
+		addr = "localhost:8088"
+	}
+	public := strings.TrimSuffix(getenv("INBOX_URL"), "/")
+	if public == "" {
+		public = "http://" + addr
+	}
+	pu, err := url.Parse(public)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return fmt.Errorf("INBOX_URL=%q: want http(s)://host[:port]", public)
+	}
+	dev := getenv("INBOX_DEV_LOGIN") == "1"
+	if dev && !loopback(addr) {
+		return fmt.Errorf("INBOX_DEV_LOGIN=1 lets anyone sign in as any approver: it is refused unless INBOX_ADDR is a loopback address, not %q", addr)
+	}
+	if dev && getenv("OIDC_ISSUER") != "" {
+		return errors.New("INBOX_DEV_LOGIN=1 and OIDC_ISSUER are both set: choose one")
+	}
+	if !dev && (getenv("OIDC_ISSUER") == "" || getenv("OIDC_CLIENT_ID") == "") {
+		return errors.New("set OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET (or, on loopback for development, INBOX_DEV_LOGIN=1)")
+	}
+
+	sessionKey, err := base64.StdEncoding.DecodeString(getenv("INBOX_SESSION_KEY"))
+	switch {
+	case err != nil:
+		return fmt.Errorf("INBOX_SESSION_KEY: want base64: %w", err)
+	case len(sessionKey) == 0 && dev:
+		sessionKey = make([]byte, 32)
+		_, _ = rand.Read(sessionKey)
+		logger.Warn("INBOX_SESSION_KEY is not set: a random key for this process only (development); replicas must share one")
+	case len(sessionKey) == 0:
+		return errors.New("INBOX_SESSION_KEY is required: base64 of 32 random bytes, the same on every replica (openssl rand -base64 32)")
+	}
+	ck, err := newCookies(sessionKey, pu.Scheme == "https")
+	if err != nil {
+		return fmt.Errorf("INBOX_SESSION_KEY: %w", err)
+	}
+
+	keyPath := getenv("INBOX_SIGNING_KEY")
+	if keyPath == "" {
+		return errors.New("INBOX_SIGNING_KEY is required: the inbox's service key file (claimsctl keygen --service inbox --out FILE --directory APPROVERS_FILE)")
+	}
+	key, err := authority.ReadKeyFile(keyPath)
+	if err != nil {
+		return err
+	}
+	if key.Service == "" {
+		return fmt.Errorf("INBOX_SIGNING_KEY %s is %s's own key: the inbox signs for whoever signed in, with a service key", keyPath, key.Approver)
+	}
+	approvers := getenv("APPROVERS_FILE")
+	directory := func() (authority.Book, error) { return authority.Load(approvers) }
+	book, err := directory()
+	if err != nil {
+		return err
+	}
+	if s, ok := book.Signer(key.Key.KeyID); !ok || s.Service != key.Service {
+		return fmt.Errorf("the approver directory does not list the inbox's key %s as a service key: the claims would refuse every decision it signs", key.Key.KeyID)
+	}
+
+	c, err := config.Dial(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	dc, err := config.DataConverter()
+	if err != nil {
+		return err
+	}
+	docs, err := blobs.Open(ctx, getenv("BLOB_URL"))
+	if err != nil {
+		return err
+	}
+	defer docs.Close()
+
+	s := &server{log: logger, temporal: c, dc: dc, namespace: config.Get("TEMPORAL_NAMESPACE", "default"), blobs: docs,
+		cookies: ck, key: key, directory: directory}
+	if !dev {
+		if s.oidc, err = newOIDC(ctx, getenv("OIDC_ISSUER"), getenv("OIDC_CLIENT_ID"), getenv("OIDC_CLIENT_SECRET"), public+"/callback"); err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("DEVELOPMENT SIGN-IN: anyone who reaches this address can sign in as any approver; never for production", "addr", addr)
+	}
+	if s.pages, err = parsePages(template.FuncMap{}); err != nil {
+		return err
+	}
+	s.routes()
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute,
+		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	logger.Info("inbox listening", "url", public, "addr", ln.Addr().String(), "sign_in", map[bool]string{true: "development", false: "oidc"}[dev])
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// loopback says whether addr listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
+)
+
+// The parts of the inbox that do not reach Temporal: headers, sessions,
+// form tokens and the sign-in rules. The browser test in e2e/ drives the
+// rest against a real dev server, worker and identity provider.
+
+func testServer(t *testing.T, book authority.Book) (*httptest.Server, *cookies) {
+	t.Helper()
+	ck, err := newCookies([]byte(strings.Repeat("k", 32)), false)
+	require.NoError(t, err)
+	s := &server{log: slog.New(slog.DiscardHandler), cookies: ck, directory: func() (authority.Book, error) { return book, nil }}
+	s.pages, err = parsePages(nil)
+	require.NoError(t, err)
+	s.routes()
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts, ck
+}
+
+func sampleBook(t *testing.T) authority.Book {
+	book, err := authority.Load("")
+	require.NoError(t, err)
+	return book
+}
+
+func browser(t *testing.T) *http.Client {
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func body(t *testing.T, res *http.Response) string {
+	t.Helper()
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+var hidden = regexp.MustCompile(`name="token" value="([^"]+)"`)
+
+// devSignIn signs c in as approver through the development sign-in page.
+func devSignIn(t *testing.T, c *http.Client, base, approver string) {
+	t.Helper()
+	res, err := c.Get(base + "/login")
+	require.NoError(t, err)
+	m := hidden.FindStringSubmatch(body(t, res))
+	require.NotNil(t, m, "the sign-in page has a form token")
+	res, err = c.PostForm(base+"/dev-login", url.Values{"token": {m[1]}, "approver": {approver}})
+	require.NoError(t, err)
+	body(t, res)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+}
+
+func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
+	ts, _ := testServer(t, sampleBook(t))
+	for _, path := range []string{"/healthz", "/login", "/", "/claims/claim-1", "/static/inbox.css", "/nowhere"} {
+		res, err := browser(t).Get(ts.URL + path)
+		require.NoError(t, err)
+		body(t, res)
+		h := res.Header
+		assert.Equal(t, contentSecurityPolicy, h.Get("Content-Security-Policy"), path)
+		assert.NotContains(t, h.Get("Content-Security-Policy"), "unsafe-inline", path)
+		assert.Equal(t, "nosniff", h.Get("X-Content-Type-Options"), path)
+		assert.Equal(t, "DENY", h.Get("X-Frame-Options"), path)
+		assert.Equal(t, "no-referrer", h.Get("Referrer-Policy"), path)
+	}
+}
+
+func TestAnonymousVisitorsSeeNothing(t *testing.T) {
+	ts, _ := testServer(t, sampleBook(t))
+	c := browser(t)
+	for _, path := range []string{"/", "/claims/claim-0042", "/claims/claim-0042/documents/0"} {
+		res, err := c.Get(ts.URL + path)
+		require.NoError(t, err)
+		body(t, res)
+		assert.Equal(t, http.StatusSeeOther, res.StatusCode, path)
+		assert.Equal(t, "/login", res.Header.Get("Location"), path)
+	}
+	res, err := c.Get(ts.URL + "/claims/claim-0042/live")
+	require.NoError(t, err)
+	body(t, res)
+	assert.Equal(t, http.StatusUnauthorized, res.StatusCode)
+	res, err = c.PostForm(ts.URL+"/claims/claim-0042/decide", url.Values{"action": {"approve"}})
+	require.NoError(t, err)
+	body(t, res)
+	assert.Equal(t, http.StatusUnauthorized, res.StatusCode)
+}
+
+func TestSessionCookiesAreSignedHttpOnlyAndSameSite(t *testing.T) {
+	ts, ck := testServer(t, sampleBook(t))
+	c := browser(t)
+	devSignIn(t, c, ts.URL, "adjuster-17")
+	u, _ := url.Parse(ts.URL)
+	var sess *http.Cookie
+	for _, k := range c.Jar.Cookies(u) {
+		if k.Name == "inbox_session" {
+			sess = k
+		}
+	}
+	require.NotNil(t, sess)
+
+	// The Set-Cookie attributes, as the browser gets them.
+	rec := httptest.NewRecorder()
+	require.NoError(t, ck.startSession(rec, "adjuster-17", true))
+	set := rec.Result().Cookies()[0]
+	assert.True(t, set.HttpOnly)
+	assert.Equal(t, http.SameSiteLaxMode, set.SameSite)
+
+	// A session another key signed, or one edited to name someone else, is
+	// no session.
+	other, err := newCookies([]byte(strings.Repeat("x", 32)), false)
+	require.NoError(t, err)
+	rec = httptest.NewRecorder()
+	require.NoError(t, other.startSession(rec, "supervisor-3", false))
+	forged := rec.Result().Cookies()[0]
+	r := httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(forged)
+	_, ok := ck.session(r)
+	assert.False(t, ok, "a cookie signed with another key")
+
+	parts := strings.Split(sess.Value, ".")
+	require.Len(t, parts, 3)
+	r = httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(&http.Cookie{Name: "inbox_session", Value: parts[0] + "." + strings.TrimSuffix(parts[1], "A") + "B." + parts[2]})
+	_, ok = ck.session(r)
+	assert.False(t, ok, "an edited cookie")
+
+	// An expired one.
+	ck.now = func() time.Time { return time.Now().Add(sessionTTL + time.Minute) }
+	r = httptest.NewRequest("GET", "/", nil)
+	r.AddCookie(sess)
+	_, ok = ck.session(r)
+	assert.False(t, ok, "an expired session")
+}
+
+// TestFormsWithoutTheSessionTokenAreRefused: SameSite=Lax keeps the cookie
+// off cross-site posts, but not off posts from a sibling subdomain (the
+// same "site") or from browsers that ignore SameSite; without the form
+// token from the session a post is refused before anything else runs.
+func TestFormsWithoutTheSessionTokenAreRefused(t *testing.T) {
+	ts, _ := testServer(t, sampleBook(t))
+	c := browser(t)
+	devSignIn(t, c, ts.URL, "adjuster-17")
+	for _, token := range []string{"", "guess"} {
+		res, err := c.PostForm(ts.URL+"/claims/claim-0042/decide", url.Values{"csrf": {token}, "action": {"approve"}})
+		require.NoError(t, err)
+		assert.Contains(t, body(t, res), "form token")
+		assert.Equal(t, http.StatusForbidden, res.StatusCode)
+	}
+	res, err := c.PostForm(ts.URL+"/logout", url.Values{})
+	require.NoError(t, err)
+	body(t, res)
+	assert.Equal(t, http.StatusForbidden, res.StatusCode, "sign-out needs the token too")
+}
+
+func TestDevelopmentSignInNeedsItsOwnFormToken(t *testing.T) {
+	ts, _ := testServer(t, sampleBook(t))
+	c := browser(t)
+	res, err := c.PostForm(ts.URL+"/dev-login", url.Values{"approver": {"supervisor-3"}})
+	require.NoError(t, err)
+	body(t, res)
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	// Someone not in the directory cannot be chosen.
+	res, err = c.Get(ts.URL + "/login")
+	require.NoError(t, err)
+	m := hidden.FindStringSubmatch(body(t, res))
+	require.NotNil(t, m)
+	res, err = c.PostForm(ts.URL+"/dev-login", url.Values{"token": {m[1]}, "approver": {"mallory"}})
+	require.NoError(t, err)
+	assert.Contains(t, body(t, res), "choose an approver")
+	assert.Equal(t, http.StatusOK, res.StatusCode)
+	u, _ := url.Parse(ts.URL)
+	for _, k := range c.Jar.Cookies(u) {
+		assert.NotEqual(t, "inbox_session", k.Name)
+	}
+}
+
+func TestApproversRemovedFromTheDirectoryAreSignedOut(t *testing.T) {
+	book := sampleBook(t)
+	ck, err := newCookies([]byte(strings.Repeat("k", 32)), false)
+	require.NoError(t, err)
+	current := book
+	s := &server{log: slog.New(slog.DiscardHandler), cookies: ck, directory: func() (authority.Book, error) { return current, nil }}
+	s.pages, err = parsePages(nil)
+	require.NoError(t, err)
+	s.routes()
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	c := browser(t)
+	devSignIn(t, c, ts.URL, "adjuster-9")
+
+	var left authority.Directory
+	for _, a := range book.Approvers {
+		if a.ID != "adjuster-9" {
+			left = append(left, a)
+		}
+	}
+	current = authority.Book{Approvers: left, Services: book.Services}
+	res, err := c.Get(ts.URL + "/claims/claim-0042")
+	require.NoError(t, err)
+	assert.Contains(t, body(t, res), "no longer an approver")
+	assert.Equal(t, http.StatusForbidden, res.StatusCode)
+}
+
+func TestIdentitiesMapToApproversBySubjectOrVerifiedEmail(t *testing.T) {
+	d := sampleBook(t).Approvers
+	ap, ok := approverFor(d, "adjuster-17", "", false)
+	assert.True(t, ok)
+	assert.Equal(t, "adjuster-17", ap.ID)
+	ap, ok = approverFor(d, "00u1abc", "Supervisor3@insurer.example", true)
+	assert.True(t, ok)
+	assert.Equal(t, "supervisor-3", ap.ID)
+	_, ok = approverFor(d, "00u1abc", "supervisor3@insurer.example", false)
+	assert.False(t, ok, "an e-mail the provider has not verified names nobody")
+	_, ok = approverFor(d, "00u1abc", "someone@else.example", true)
+	assert.False(t, ok)
+}
+
+func TestDevelopmentSignInIsRefusedOffLoopback(t *testing.T) {
+	env := map[string]string{"INBOX_DEV_LOGIN": "1", "INBOX_ADDR": "0.0.0.0:8088"}
+	err := run(context.Background(), slog.New(slog.DiscardHandler), func(k string) string { return env[k] })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "loopback")
+
+	env["INBOX_ADDR"] = "192.168.1.20:8088"
+	err = run(context.Background(), slog.New(slog.DiscardHandler), func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "loopback")
+
+	for _, addr := range []string{"localhost:8088", "127.0.0.1:0", "[::1]:8088"} {
+		assert.True(t, loopback(addr), addr)
+	}
+	for _, addr := range []string{":8088", "0.0.0.0:8088", "example.com:80", "localhost"} {
+		assert.False(t, loopback(addr), addr)
+	}
+}
+
+func TestProductionNeedsAnIdentityProviderAndASharedSessionKey(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, "OIDC_ISSUER"},
+		{map[string]string{"INBOX_DEV_LOGIN": "1", "OIDC_ISSUER": "https://id.example"}, "choose one"},
+		{map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_CLIENT_ID": "inbox"}, "INBOX_SESSION_KEY is required"},
+		{map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_CLIENT_ID": "inbox", "INBOX_SESSION_KEY": "c2hvcnQ="}, "at least 32 bytes"},
+		{map[string]string{"OIDC_ISSUER": "https://id.example", "OIDC_CLIENT_ID": "inbox", "INBOX_SESSION_KEY": "not base64!"}, "base64"},
+		{map[string]string{"INBOX_URL": "ftp://x"}, "INBOX_URL"},
+	}
+	for _, c := range cases {
+		err := run(context.Background(), slog.New(slog.DiscardHandler), func(k string) string { return c.env[k] })
+		require.Error(t, err, c.env)
+		assert.Contains(t, err.Error(), c.want, c.env)
+	}
+}
