@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,9 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		points, err := crash.Parse(crashAt)
 		if err != nil {
 			return err
+		}
+		if crashState == "" && store.IsPostgres(config.ClaimsDB()) {
+			return errors.New("--crash-at with a PostgreSQL claims store needs --crash-state FILE (shared by the workers it should fire once across)")
 		}
 		if crashState == "" {
 			crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
@@ -138,7 +142,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	cancel()
 	stopGauges := watchApprovals(c, prometheus.Handler, logger)
 	defer stopGauges()
-	logger.Info("worker starting", "task_queue", queue, "claims_db", config.ClaimsDB(), "model", acts.Model.Name())
+	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name())
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		return err
 	}

@@ -17,33 +17,6 @@ import (
 // ID and the payout. It is what reconciliation reads as "step 6 completed".
 const StatusPaid = "paid"
 
-// The reconciliation table lives here rather than in store.go's schema: it
-// is created when a reconciliation method first runs on a database. The
-// index serves PaidClaims (closed claims are never updated again, so
-// updated_at is the close time).
-const reconcileSchema = `
-CREATE TABLE IF NOT EXISTS reconciliations (
-	id        TEXT PRIMARY KEY,
-	started   TEXT NOT NULL,
-	since     TEXT NOT NULL,
-	until     TEXT NOT NULL,
-	counts    TEXT NOT NULL,
-	report    TEXT NOT NULL,
-	stored_at TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS claims_status_updated ON claims(status, updated_at);
-`
-
-// ensureReconcileSchema runs before each reconciliation method: cheap (a
-// schema check once the table and index exist), and reconciliations are
-// hourly, not per claim.
-func (s *Store) ensureReconcileSchema(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, reconcileSchema); err != nil {
-		return fmt.Errorf("store: reconciliation schema: %w", err)
-	}
-	return nil
-}
-
 // ClaimState is what the step log holds about a claim's payment.
 type ClaimState struct {
 	ID          string    `json:"claim_id"`
@@ -65,7 +38,8 @@ const claimStateColumns = `id, body, status, closed_key, transfer_id, payout_min
 
 func scanClaimState(rows *sql.Rows) (ClaimState, error) {
 	var c ClaimState
-	var body, updated string
+	var body string
+	var updated stamp
 	var closedKey, transferID sql.NullString
 	var payout sql.NullInt64
 	if err := rows.Scan(&c.ID, &body, &c.Status, &closedKey, &transferID, &payout, &updated); err != nil {
@@ -76,22 +50,18 @@ func scanClaimState(rows *sql.Rows) (ClaimState, error) {
 		return ClaimState{}, fmt.Errorf("store: claim %s body: %w", c.ID, err)
 	}
 	c.ClosedKey, c.TransferID, c.PayoutMinor, c.Currency = closedKey.String, transferID.String, payout.Int64, cl.Currency
-	c.UpdatedAt, _ = time.Parse(time.RFC3339Nano, updated)
+	c.UpdatedAt = updated.Time
 	return c, nil
 }
 
 // PaidClaims lists the claims closed as paid between since and until
 // (inclusive), oldest first.
 func (s *Store) PaidClaims(ctx context.Context, since, until time.Time) ([]ClaimState, error) {
-	if err := s.ensureReconcileSchema(ctx); err != nil {
-		return nil, err
-	}
-	// Stamps are RFC3339Nano text, whose trimmed fractions do not sort
-	// exactly within one second: select a second wider on each side, then
-	// filter on the parsed time.
-	lo := since.Add(-time.Second).UTC().Format(time.RFC3339Nano)
-	hi := until.Add(time.Second).UTC().Format(time.RFC3339Nano)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+claimStateColumns+` FROM claims
+	// SQLite's stamps are RFC3339Nano text, whose trimmed fractions do not
+	// sort exactly within one second: select a second wider on each side,
+	// then filter on the parsed time.
+	lo, hi := s.ts(since.Add(-time.Second)), s.ts(until.Add(time.Second))
+	rows, err := s.query(ctx, `SELECT `+claimStateColumns+` FROM claims
 		WHERE status = ? AND closed_key IS NOT NULL AND updated_at >= ? AND updated_at <= ? ORDER BY updated_at, id`,
 		StatusPaid, lo, hi)
 	if err != nil {
@@ -116,7 +86,7 @@ func (s *Store) PaidClaims(ctx context.Context, since, until time.Time) ([]Claim
 // IDs never registered are absent from the map.
 func (s *Store) ClaimStates(ctx context.Context, ids []string) (map[string]ClaimState, error) {
 	out := make(map[string]ClaimState, len(ids))
-	const batch = 500 // well under SQLite's limit on bound parameters
+	const batch = 500 // well under either backend's limit on bound parameters
 	for len(ids) > 0 {
 		n := min(batch, len(ids))
 		chunk := ids[:n]
@@ -125,7 +95,7 @@ func (s *Store) ClaimStates(ctx context.Context, ids []string) (map[string]Claim
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT `+claimStateColumns+` FROM claims WHERE id IN (?`+
+		rows, err := s.query(ctx, `SELECT `+claimStateColumns+` FROM claims WHERE id IN (?`+
 			strings.Repeat(", ?", len(chunk)-1)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("store: claim states: %w", err)
@@ -163,16 +133,12 @@ type Reconciliation struct {
 // already stored under that ID (a retried activity), nothing is written and
 // the stored one is returned with replayed set: the first report wins.
 func (s *Store) SaveReconciliation(ctx context.Context, r Reconciliation) (stored Reconciliation, replayed bool, err error) {
-	if err := s.ensureReconcileSchema(ctx); err != nil {
-		return Reconciliation{}, false, err
-	}
 	if r.ID == "" || !json.Valid(r.Counts) || !json.Valid(r.Report) {
 		return Reconciliation{}, false, fmt.Errorf("store: reconciliation %q needs an ID and JSON counts and report", r.ID)
 	}
-	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-	res, err := s.db.ExecContext(ctx, `INSERT INTO reconciliations (id, started, since, until, counts, report, stored_at)
+	res, err := s.exec(ctx, `INSERT INTO reconciliations (id, started, since, until, counts, report, stored_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
-		r.ID, stamp(r.Started), stamp(r.Since), stamp(r.Until), string(r.Counts), string(r.Report), s.stamp())
+		r.ID, s.ts(r.Started), s.ts(r.Since), s.ts(r.Until), string(r.Counts), string(r.Report), s.ts(s.stamp()))
 	if err != nil {
 		return Reconciliation{}, false, fmt.Errorf("store: reconciliation %s: %w", r.ID, err)
 	}
@@ -184,12 +150,10 @@ func (s *Store) SaveReconciliation(ctx context.Context, r Reconciliation) (store
 // GetReconciliation reads one stored reconciliation; ErrNotFound if none is
 // stored under id.
 func (s *Store) GetReconciliation(ctx context.Context, id string) (Reconciliation, error) {
-	if err := s.ensureReconcileSchema(ctx); err != nil {
-		return Reconciliation{}, err
-	}
 	var r Reconciliation
-	var started, since, until, counts, report, storedAt string
-	err := s.db.QueryRowContext(ctx, `SELECT id, started, since, until, counts, report, stored_at
+	var started, since, until, storedAt stamp
+	var counts, report string
+	err := s.queryRow(ctx, `SELECT id, started, since, until, counts, report, stored_at
 		FROM reconciliations WHERE id = ?`, id).Scan(&r.ID, &started, &since, &until, &counts, &report, &storedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Reconciliation{}, fmt.Errorf("store: reconciliation %s: %w", id, ErrNotFound)
@@ -202,13 +166,10 @@ func (s *Store) GetReconciliation(ctx context.Context, id string) (Reconciliatio
 
 // Reconciliations lists the latest stored reconciliations, newest first.
 func (s *Store) Reconciliations(ctx context.Context, limit int) ([]Reconciliation, error) {
-	if err := s.ensureReconcileSchema(ctx); err != nil {
-		return nil, err
-	}
 	if limit <= 0 {
 		limit = 20
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, started, since, until, counts, report, stored_at
+	rows, err := s.query(ctx, `SELECT id, started, since, until, counts, report, stored_at
 		FROM reconciliations ORDER BY started DESC, id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: reconciliations: %w", err)
@@ -227,16 +188,16 @@ func (s *Store) Reconciliations(ctx context.Context, limit int) ([]Reconciliatio
 
 func scanReconciliation(rows *sql.Rows) (Reconciliation, error) {
 	var r Reconciliation
-	var started, since, until, counts, report, storedAt string
+	var started, since, until, storedAt stamp
+	var counts, report string
 	if err := rows.Scan(&r.ID, &started, &since, &until, &counts, &report, &storedAt); err != nil {
 		return Reconciliation{}, err
 	}
 	return r.with(started, since, until, counts, report, storedAt), nil
 }
 
-func (r Reconciliation) with(started, since, until, counts, report, storedAt string) Reconciliation {
-	parse := func(s string) time.Time { t, _ := time.Parse(time.RFC3339Nano, s); return t }
-	r.Started, r.Since, r.Until, r.StoredAt = parse(started), parse(since), parse(until), parse(storedAt)
+func (r Reconciliation) with(started, since, until stamp, counts, report string, storedAt stamp) Reconciliation {
+	r.Started, r.Since, r.Until, r.StoredAt = started.Time, since.Time, until.Time, storedAt.Time
 	r.Counts, r.Report = json.RawMessage(counts), json.RawMessage(report)
 	return r
 }

@@ -1,7 +1,15 @@
 // Package store is the claims system of record: claims with their status and
-// version, the notification outbox, the audit ledger and the model-usage
-// ledger, in one SQLite file (pure Go driver, no cgo) that the worker, the
-// starter and claimsctl share.
+// version, the notification outbox, the audit ledger, the model-usage ledger,
+// refused decisions, fraud flags and reconciliation reports.
+//
+// Two backends behind one Store: PostgreSQL (CLAIMS_DB=postgres://…, through
+// pgx), which workers on many hosts share, and SQLite (a file path; pure Go,
+// no cgo), the embedded default for one machine. The SQL is shared; the
+// dialect (placeholders, JSON paths, row locks, time stamps) and the
+// migrations are each backend's own. Every keyed write is one row per key
+// however many workers write it at once: INSERT … ON CONFLICT for the first
+// write, a row lock (SELECT … FOR UPDATE on PostgreSQL, SQLite's immediate
+// write transactions) for read-modify-write.
 package store
 
 import (
@@ -12,13 +20,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
@@ -37,135 +41,74 @@ const (
 	StatusWithdrawn = "withdrawn"
 )
 
-// Store is safe for concurrent use, and for several processes on one file.
+// Store is safe for concurrent use, by any number of processes sharing
+// the database.
 type Store struct {
 	db  *sql.DB
+	d   dialect
 	now func() time.Time
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS claims (
-	id           TEXT PRIMARY KEY,
-	body         TEXT NOT NULL,
-	status       TEXT NOT NULL,
-	version      INTEGER NOT NULL,
-	created_at   TEXT NOT NULL,
-	updated_at   TEXT NOT NULL,
-	closed_key   TEXT,
-	transfer_id  TEXT,
-	payout_minor INTEGER
-);
-CREATE TABLE IF NOT EXISTS outbox (
-	key        TEXT PRIMARY KEY,
-	claim_id   TEXT NOT NULL,
-	recipient  TEXT NOT NULL,
-	subject    TEXT NOT NULL,
-	message_id TEXT NOT NULL,
-	status     TEXT NOT NULL,
-	attempts   INTEGER NOT NULL,
-	created_at TEXT NOT NULL,
-	sent_at    TEXT
-);
-CREATE TABLE IF NOT EXISTS audit (
-	key        TEXT PRIMARY KEY,
-	claim_id   TEXT NOT NULL,
-	record     TEXT NOT NULL,
-	sha256     TEXT NOT NULL,
-	written_at TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS model_calls (
-	id            INTEGER PRIMARY KEY AUTOINCREMENT,
-	claim_id      TEXT NOT NULL,
-	key           TEXT NOT NULL,
-	provider      TEXT NOT NULL,
-	attempt       INTEGER NOT NULL,
-	tokens_in     INTEGER NOT NULL,
-	tokens_out    INTEGER NOT NULL,
-	output_sha256 TEXT NOT NULL,
-	at            TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS model_calls_claim ON model_calls(claim_id);
-CREATE TABLE IF NOT EXISTS refusals (
-	id             INTEGER PRIMARY KEY AUTOINCREMENT,
-	claim_id       TEXT NOT NULL,
-	at             TEXT NOT NULL,
-	channel        TEXT NOT NULL,
-	approver       TEXT NOT NULL,
-	decision       TEXT NOT NULL,
-	payload_sha256 TEXT NOT NULL,
-	reason         TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS refusals_claim ON refusals(claim_id);
-CREATE INDEX IF NOT EXISTS claims_by_email ON claims(json_extract(body, '$.claimant.email'), created_at);
-CREATE INDEX IF NOT EXISTS claims_by_account ON claims(json_extract(body, '$.claimant.stripe_account'), created_at);
-CREATE TABLE IF NOT EXISTS fraud_flags (
-	key      TEXT PRIMARY KEY,
-	claim_id TEXT NOT NULL,
-	signal   TEXT NOT NULL,
-	note     TEXT NOT NULL,
-	at       TEXT NOT NULL
-);
-`
-
-// Open opens (creating if needed) the store at path.
-func Open(path string) (*Store, error) {
-	// Owner-only, whatever the process umask: the claims DB holds every
-	// claimant's name, e-mail and payout account. SQLite creates its -wal
-	// and -shm files with the database file's permissions.
-	if dir := filepath.Dir(path); dir != "." {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
+// Open opens the store named by dsn, creating and migrating it as needed: a
+// postgres:// (or postgresql://) URL selects PostgreSQL, anything else is a
+// SQLite file path.
+func Open(dsn string) (*Store, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if isPostgres(dsn) {
+		return openPostgres(ctx, dsn)
 	}
-	if f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
-		f.Close()
-	} else if !errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	// WAL lets readers in other processes proceed during a write; busy_timeout
-	// makes writers from several processes queue instead of failing, and
-	// immediate transactions take the write lock up front so two writers never
-	// deadlock upgrading a read lock.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: schema in %s: %w", path, err)
-	}
-	for _, c := range []struct{ table, column, typ string }{
-		{"claims", "amended_by", "TEXT"}, {"refusals", "code", "TEXT NOT NULL DEFAULT ''"}, {"refusals", "kid", "TEXT NOT NULL DEFAULT ''"},
-	} {
-		if err := addColumn(db, c.table, c.column, c.typ); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("store: schema in %s: %w", path, err)
-		}
-	}
-	return &Store{db: db, now: time.Now}, nil
+	return openSQLite(ctx, dsn)
 }
 
-// addColumn adds a column that stores created before it lack.
-func addColumn(db *sql.DB, table, column, typ string) error {
-	var n int
-	if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info(?) WHERE name = ?`, table, column).Scan(&n); err != nil {
-		return err
-	}
-	if n > 0 {
-		return nil
-	}
-	_, err := db.Exec(fmt.Sprintf(`ALTER TABLE %s ADD COLUMN %s %s`, table, column, typ))
-	if err != nil && strings.Contains(err.Error(), "duplicate column") {
-		return nil // another process added it first
-	}
-	return err
-}
+// Backend names the store's database: "postgres" or "sqlite".
+func (s *Store) Backend() string { return s.d.name }
 
 // Close releases the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-func (s *Store) stamp() string { return s.now().UTC().Format(time.RFC3339Nano) }
+// stamp is now, to the microsecond (PostgreSQL's precision, so a time
+// returned at once and the same time read back later are equal).
+func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// ts is a time as the backend stores it.
+func (s *Store) ts(t time.Time) any { return s.d.time(t) }
+
+func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
+}
+
+func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return s.db.QueryRowContext(ctx, s.d.rebind(q), args...)
+}
+
+func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return s.db.QueryContext(ctx, s.d.rebind(q), args...)
+}
+
+// tx is a write transaction: on SQLite it holds the database's write lock
+// from its start; on PostgreSQL, rows read with lock() are locked until it ends.
+type tx struct {
+	*sql.Tx
+	d dialect
+}
+
+func (s *Store) begin(ctx context.Context) (*tx, error) {
+	t, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &tx{Tx: t, d: s.d}, nil
+}
+
+func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.ExecContext(ctx, t.d.rebind(q), args...)
+}
+
+// lock reads one row and locks it until the transaction ends.
+func (t *tx) lock(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.QueryRowContext(ctx, t.d.rebind(q+t.d.forUpdate), args...)
+}
 
 // Record is a claim as the system of record holds it.
 type Record struct {
@@ -186,8 +129,8 @@ func (s *Store) PutClaim(ctx context.Context, c claim.Claim) (Record, bool, erro
 	if err != nil {
 		return Record{}, false, err
 	}
-	now := s.stamp()
-	res, err := s.db.ExecContext(ctx, `INSERT INTO claims (id, body, status, version, created_at, updated_at)
+	now := s.ts(s.stamp())
+	res, err := s.exec(ctx, `INSERT INTO claims (id, body, status, version, created_at, updated_at)
 		VALUES (?, ?, ?, 1, ?, ?) ON CONFLICT(id) DO NOTHING`, c.ID, string(body), StatusOpen, now, now)
 	if err != nil {
 		return Record{}, false, fmt.Errorf("store: put claim %s: %w", c.ID, err)
@@ -211,7 +154,7 @@ func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
 	var rec Record
 	var body string
 	var closedKey, transferID, amendedBy sql.NullString
-	err := s.db.QueryRowContext(ctx, `SELECT body, status, version, closed_key, transfer_id, amended_by FROM claims WHERE id = ?`, id).
+	err := s.queryRow(ctx, `SELECT body, status, version, closed_key, transfer_id, amended_by FROM claims WHERE id = ?`, id).
 		Scan(&body, &rec.Status, &rec.Version, &closedKey, &transferID, &amendedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
@@ -235,14 +178,14 @@ func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
 // when. A repeat with the same key reports replayed and the original time; a
 // different key for an already closed claim is ErrConflict.
 func (s *Store) CloseClaim(ctx context.Context, id string, key claim.IdempotencyKey, outcome, transferID string, payoutMinor int64) (replayed bool, closedAt time.Time, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return false, time.Time{}, fmt.Errorf("store: close %s: %w", id, err)
 	}
-	defer tx.Rollback()
+	defer t.Rollback()
 	var closedKey sql.NullString
-	var updated string
-	err = tx.QueryRowContext(ctx, `SELECT closed_key, updated_at FROM claims WHERE id = ?`, id).Scan(&closedKey, &updated)
+	var updated stamp
+	err = t.lock(ctx, `SELECT closed_key, updated_at FROM claims WHERE id = ?`, id).Scan(&closedKey, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, time.Time{}, fmt.Errorf("store: close claim %s: %w", id, ErrNotFound)
 	}
@@ -251,19 +194,20 @@ func (s *Store) CloseClaim(ctx context.Context, id string, key claim.Idempotency
 	}
 	switch closedKey.String {
 	case string(key):
-		at, _ := time.Parse(time.RFC3339Nano, updated) // a closed claim is never updated again
-		return true, at, nil
+		return true, updated.Time, nil // a closed claim is never updated again
 	case "":
 	default:
 		return false, time.Time{}, fmt.Errorf("store: claim %s was closed under %s, not %s: %w", id, closedKey.String, key, ErrConflict)
 	}
 	now := s.stamp()
-	if _, err := tx.ExecContext(ctx, `UPDATE claims SET status = ?, closed_key = ?, transfer_id = ?, payout_minor = ?,
-		version = version + 1, updated_at = ? WHERE id = ?`, outcome, string(key), nullIfEmpty(transferID), payoutMinor, now, id); err != nil {
+	if _, err := t.exec(ctx, `UPDATE claims SET status = ?, closed_key = ?, transfer_id = ?, payout_minor = ?,
+		version = version + 1, updated_at = ? WHERE id = ?`, outcome, string(key), nullIfEmpty(transferID), payoutMinor, s.ts(now), id); err != nil {
 		return false, time.Time{}, fmt.Errorf("store: close claim %s: %w", id, err)
 	}
-	at, _ := time.Parse(time.RFC3339Nano, now)
-	return false, at, tx.Commit()
+	if err := t.Commit(); err != nil {
+		return false, time.Time{}, fmt.Errorf("store: close claim %s: %w", id, err)
+	}
+	return false, now, nil
 }
 
 func nullIfEmpty(s string) any {
@@ -292,40 +236,47 @@ const (
 
 // ReserveMessage is the "check" of check-then-act: it returns the message
 // already recorded under m.Key, or records m as sending. Either way the caller
-// learns whether the message was already sent.
+// learns whether the message was already sent. Two workers reserving the same
+// key at once get one row: the second waits for the first's insert, then
+// counts an attempt on it.
 func (s *Store) ReserveMessage(ctx context.Context, m Message) (Message, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return Message{}, fmt.Errorf("store: outbox: %w", err)
 	}
-	defer tx.Rollback()
-	var got Message
-	err = tx.QueryRowContext(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox WHERE key = ?`, string(m.Key)).
-		Scan(&got.Key, &got.ClaimID, &got.Recipient, &got.Subject, &got.MessageID, &got.Status, &got.Attempts)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		got = m
-		got.Status, got.Attempts = OutboxSending, 1
-		_, err = tx.ExecContext(ctx, `INSERT INTO outbox (key, claim_id, recipient, subject, message_id, status, attempts, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, 1, ?)`, string(m.Key), m.ClaimID, m.Recipient, m.Subject, m.MessageID, OutboxSending, s.stamp())
-	case err == nil:
-		if got.Recipient != m.Recipient || got.Subject != m.Subject {
-			return got, fmt.Errorf("store: outbox key %s was used for another message: %w", m.Key, ErrConflict)
-		}
-		if got.Status != OutboxSent {
-			got.Attempts++
-			_, err = tx.ExecContext(ctx, `UPDATE outbox SET attempts = ? WHERE key = ?`, got.Attempts, string(m.Key))
-		}
-	}
+	defer t.Rollback()
+	res, err := t.exec(ctx, `INSERT INTO outbox (key, claim_id, recipient, subject, message_id, status, attempts, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT(key) DO NOTHING`,
+		string(m.Key), m.ClaimID, m.Recipient, m.Subject, m.MessageID, OutboxSending, s.ts(s.stamp()))
 	if err != nil {
 		return Message{}, fmt.Errorf("store: outbox %s: %w", m.Key, err)
 	}
-	return got, tx.Commit()
+	if n, _ := res.RowsAffected(); n == 1 {
+		got := m
+		got.Status, got.Attempts = OutboxSending, 1
+		return got, t.Commit()
+	}
+	var got Message
+	err = t.lock(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox WHERE key = ?`, string(m.Key)).
+		Scan(&got.Key, &got.ClaimID, &got.Recipient, &got.Subject, &got.MessageID, &got.Status, &got.Attempts)
+	if err != nil {
+		return Message{}, fmt.Errorf("store: outbox %s: %w", m.Key, err)
+	}
+	if got.Recipient != m.Recipient || got.Subject != m.Subject {
+		return got, fmt.Errorf("store: outbox key %s was used for another message: %w", m.Key, ErrConflict)
+	}
+	if got.Status != OutboxSent {
+		got.Attempts++
+		if _, err := t.exec(ctx, `UPDATE outbox SET attempts = ? WHERE key = ?`, got.Attempts, string(m.Key)); err != nil {
+			return Message{}, fmt.Errorf("store: outbox %s: %w", m.Key, err)
+		}
+	}
+	return got, t.Commit()
 }
 
 // MarkSent is the "record" of check-then-act, after the mailer accepted it.
 func (s *Store) MarkSent(ctx context.Context, key claim.IdempotencyKey) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE outbox SET status = ?, sent_at = ? WHERE key = ?`, OutboxSent, s.stamp(), string(key))
+	_, err := s.exec(ctx, `UPDATE outbox SET status = ?, sent_at = ? WHERE key = ?`, OutboxSent, s.ts(s.stamp()), string(key))
 	if err != nil {
 		return fmt.Errorf("store: outbox %s: %w", key, err)
 	}
@@ -334,7 +285,7 @@ func (s *Store) MarkSent(ctx context.Context, key claim.IdempotencyKey) error {
 
 // Messages lists a claim's outbox, oldest first.
 func (s *Store) Messages(ctx context.Context, claimID string) ([]Message, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox
+	rows, err := s.query(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox
 		WHERE claim_id = ? ORDER BY created_at, key`, claimID)
 	if err != nil {
 		return nil, fmt.Errorf("store: messages of %s: %w", claimID, err)
@@ -356,8 +307,8 @@ func (s *Store) Messages(ctx context.Context, claimID string) ([]Message, error)
 func (s *Store) WriteAudit(ctx context.Context, key claim.IdempotencyKey, claimID string, record []byte) (replayed bool, sum string, err error) {
 	h := sha256.Sum256(record)
 	sum = hex.EncodeToString(h[:])
-	res, err := s.db.ExecContext(ctx, `INSERT INTO audit (key, claim_id, record, sha256, written_at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(key) DO NOTHING`, string(key), claimID, string(record), sum, s.stamp())
+	res, err := s.exec(ctx, `INSERT INTO audit (key, claim_id, record, sha256, written_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(key) DO NOTHING`, string(key), claimID, string(record), sum, s.ts(s.stamp()))
 	if err != nil {
 		return false, "", fmt.Errorf("store: audit %s: %w", key, err)
 	}
@@ -365,7 +316,7 @@ func (s *Store) WriteAudit(ctx context.Context, key claim.IdempotencyKey, claimI
 		return false, sum, nil
 	}
 	var stored string
-	if err := s.db.QueryRowContext(ctx, `SELECT sha256 FROM audit WHERE key = ?`, string(key)).Scan(&stored); err != nil {
+	if err := s.queryRow(ctx, `SELECT sha256 FROM audit WHERE key = ?`, string(key)).Scan(&stored); err != nil {
 		return false, "", fmt.Errorf("store: audit %s: %w", key, err)
 	}
 	if stored != sum {
@@ -377,7 +328,7 @@ func (s *Store) WriteAudit(ctx context.Context, key claim.IdempotencyKey, claimI
 // Audit returns the audit record stored for a claim, if any.
 func (s *Store) Audit(ctx context.Context, claimID string) ([]byte, error) {
 	var rec string
-	err := s.db.QueryRowContext(ctx, `SELECT record FROM audit WHERE claim_id = ? ORDER BY written_at DESC LIMIT 1`, claimID).Scan(&rec)
+	err := s.queryRow(ctx, `SELECT record FROM audit WHERE claim_id = ? ORDER BY written_at DESC LIMIT 1`, claimID).Scan(&rec)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: audit of %s: %w", claimID, ErrNotFound)
 	}
@@ -397,19 +348,34 @@ type ModelCall struct {
 	At           time.Time
 }
 
-// RecordModelCall appends to the usage ledger.
+// RecordModelCall appends to the usage ledger: one row per key and
+// activity attempt (one attempt makes one call). Recording the same call
+// again is a no-op; a different call under the same key and attempt is
+// ErrConflict.
 func (s *Store) RecordModelCall(ctx context.Context, c ModelCall) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO model_calls (claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.ClaimID, string(c.Key), c.Provider, c.Attempt, c.TokensIn, c.TokensOut, c.OutputSHA256, s.stamp())
+	res, err := s.exec(ctx, `INSERT INTO model_calls (claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key, attempt) DO NOTHING`,
+		c.ClaimID, string(c.Key), c.Provider, c.Attempt, c.TokensIn, c.TokensOut, c.OutputSHA256, s.ts(s.stamp()))
 	if err != nil {
 		return fmt.Errorf("store: model call %s: %w", c.Key, err)
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var claimID, output string
+	if err := s.queryRow(ctx, `SELECT claim_id, output_sha256 FROM model_calls WHERE key = ? AND attempt = ?`, string(c.Key), c.Attempt).
+		Scan(&claimID, &output); err != nil {
+		return fmt.Errorf("store: model call %s: %w", c.Key, err)
+	}
+	if claimID != c.ClaimID || output != c.OutputSHA256 {
+		return fmt.Errorf("store: model call %s attempt %d is already recorded with another output: %w", c.Key, c.Attempt, ErrConflict)
 	}
 	return nil
 }
 
 // ModelCalls lists a claim's model calls in order.
 func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at
+	rows, err := s.query(ctx, `SELECT claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at
 		FROM model_calls WHERE claim_id = ? ORDER BY id`, claimID)
 	if err != nil {
 		return nil, fmt.Errorf("store: model calls of %s: %w", claimID, err)
@@ -418,11 +384,11 @@ func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, er
 	var out []ModelCall
 	for rows.Next() {
 		var c ModelCall
-		var at string
+		var at stamp
 		if err := rows.Scan(&c.ClaimID, &c.Key, &c.Provider, &c.Attempt, &c.TokensIn, &c.TokensOut, &c.OutputSHA256, &at); err != nil {
 			return nil, err
 		}
-		c.At, _ = time.Parse(time.RFC3339Nano, at)
+		c.At = at.Time
 		out = append(out, c)
 	}
 	return out, rows.Err()
@@ -432,6 +398,10 @@ func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, er
 // an update turned away by its validator. The worker records these here so
 // the audit trail holds every attempt, not only those history kept.
 type Refusal struct {
+	// Key identifies the attempt (the claim and the update's ID): a refusal
+	// recorded twice (an update retried with its ID, two workers) is one row.
+	// Empty: no key, every call appends.
+	Key           string    `json:"key,omitempty"`
 	ClaimID       string    `json:"claim_id"`
 	At            time.Time `json:"at"`
 	Channel       string    `json:"channel"`
@@ -445,11 +415,14 @@ type Refusal struct {
 	Reason string `json:"refusal"`
 }
 
-// RecordRefusal appends a refused decision.
+// RecordRefusal records a refused decision, once per key.
 func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO refusals (claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.ClaimID, r.At.UTC().Format(time.RFC3339Nano), r.Channel, r.Approver, r.Decision, r.PayloadSHA256,
-		r.Code, r.KeyID, r.Reason)
+	q := `INSERT INTO refusals (key, claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if r.Key != "" {
+		q += ` ON CONFLICT(key) WHERE key <> '' DO NOTHING`
+	}
+	_, err := s.exec(ctx, q, r.Key, r.ClaimID, s.ts(r.At), r.Channel, r.Approver, r.Decision, r.PayloadSHA256, r.Code, r.KeyID, r.Reason)
 	if err != nil {
 		return fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
 	}
@@ -458,7 +431,7 @@ func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
 
 // Refusals lists a claim's refused decisions, oldest first.
 func (s *Store) Refusals(ctx context.Context, claimID string) ([]Refusal, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason
+	rows, err := s.query(ctx, `SELECT key, claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason
 		FROM refusals WHERE claim_id = ? ORDER BY id`, claimID)
 	if err != nil {
 		return nil, fmt.Errorf("store: refusals of %s: %w", claimID, err)
@@ -467,11 +440,11 @@ func (s *Store) Refusals(ctx context.Context, claimID string) ([]Refusal, error)
 	var out []Refusal
 	for rows.Next() {
 		var r Refusal
-		var at string
-		if err := rows.Scan(&r.ClaimID, &at, &r.Channel, &r.Approver, &r.Decision, &r.PayloadSHA256, &r.Code, &r.KeyID, &r.Reason); err != nil {
+		var at stamp
+		if err := rows.Scan(&r.Key, &r.ClaimID, &at, &r.Channel, &r.Approver, &r.Decision, &r.PayloadSHA256, &r.Code, &r.KeyID, &r.Reason); err != nil {
 			return nil, err
 		}
-		r.At, _ = time.Parse(time.RFC3339Nano, at)
+		r.At = at.Time
 		out = append(out, r)
 	}
 	return out, rows.Err()
@@ -488,14 +461,14 @@ func (s *Store) Amend(ctx context.Context, id, by string, change func(*claim.Cla
 	if strings.TrimSpace(by) == "" {
 		return Record{}, errors.New("store: amend: who amends the claim is required")
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
+	t, err := s.begin(ctx)
 	if err != nil {
 		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
 	}
-	defer tx.Rollback()
+	defer t.Rollback()
 	var body, status string
 	var closedKey, amendedBy sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT body, status, closed_key, amended_by FROM claims WHERE id = ?`, id).Scan(&body, &status, &closedKey, &amendedBy)
+	err = t.lock(ctx, `SELECT body, status, closed_key, amended_by FROM claims WHERE id = ?`, id).Scan(&body, &status, &closedKey, &amendedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
 	}
@@ -532,11 +505,11 @@ func (s *Store) Amend(ctx context.Context, id, by string, change func(*claim.Cla
 	if err != nil {
 		return Record{}, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE claims SET body = ?, amended_by = ?, version = version + 1, updated_at = ? WHERE id = ?`,
-		string(nb), string(ab), s.stamp(), id); err != nil {
+	if _, err := t.exec(ctx, `UPDATE claims SET body = ?, amended_by = ?, version = version + 1, updated_at = ? WHERE id = ?`,
+		string(nb), string(ab), s.ts(s.stamp()), id); err != nil {
 		return Record{}, fmt.Errorf("store: amend %s: %w", id, err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := t.Commit(); err != nil {
 		return Record{}, err
 	}
 	return s.GetClaim(ctx, id)
@@ -545,8 +518,8 @@ func (s *Store) Amend(ctx context.Context, id, by string, change func(*claim.Cla
 // Withdraw marks an open claim withdrawn. The workflow ends it without
 // payment when it next re-reads the claim.
 func (s *Store) Withdraw(ctx context.Context, id string) (Record, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE claims SET status = ?, version = version + 1, updated_at = ?
-		WHERE id = ? AND status = ? AND closed_key IS NULL`, StatusWithdrawn, s.stamp(), id, StatusOpen)
+	res, err := s.exec(ctx, `UPDATE claims SET status = ?, version = version + 1, updated_at = ?
+		WHERE id = ? AND status = ? AND closed_key IS NULL`, StatusWithdrawn, s.ts(s.stamp()), id, StatusOpen)
 	if err != nil {
 		return Record{}, fmt.Errorf("store: withdraw %s: %w", id, err)
 	}
@@ -580,17 +553,17 @@ const PriorClaimsCountCap = 100
 // an index on the claimant's e-mail and account, so the cost does not grow
 // with the size of the store.
 func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account string, limit int) (prior []PriorClaim, total int, capped bool, err error) {
-	const byEmail = `SELECT id, created_at FROM claims WHERE json_extract(body, '$.claimant.email') = ? AND id <> ? ORDER BY created_at DESC LIMIT ?`
-	const byAccount = `SELECT id, created_at FROM claims WHERE json_extract(body, '$.claimant.stripe_account') = ? AND id <> ? ORDER BY created_at DESC LIMIT ?`
-	either := `SELECT id, created_at FROM (` + byEmail + `) UNION SELECT id, created_at FROM (` + byAccount + `)`
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (`+either+`)`,
+	byEmail := `SELECT id, created_at FROM claims WHERE ` + s.d.claimant("email") + ` = ? AND id <> ? ORDER BY created_at DESC LIMIT ?`
+	byAccount := `SELECT id, created_at FROM claims WHERE ` + s.d.claimant("stripe_account") + ` = ? AND id <> ? ORDER BY created_at DESC LIMIT ?`
+	either := `SELECT id, created_at FROM (` + byEmail + `) AS e UNION SELECT id, created_at FROM (` + byAccount + `) AS a`
+	if err := s.queryRow(ctx, `SELECT count(*) FROM (`+either+`) AS p`,
 		email, excludeID, PriorClaimsCountCap+1, account, excludeID, PriorClaimsCountCap+1).Scan(&total); err != nil {
 		return nil, 0, false, fmt.Errorf("store: prior claims of %s: %w", excludeID, err)
 	}
 	if total > PriorClaimsCountCap {
 		total, capped = PriorClaimsCountCap, true
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT c.id, json_extract(c.body, '$.amount_minor'), json_extract(c.body, '$.currency'), c.status, c.created_at
+	rows, err := s.query(ctx, `SELECT c.id, `+s.d.bodyInt("c.body", "amount_minor")+`, `+s.d.bodyText("c.body", "currency")+`, c.status, c.created_at
 		FROM (`+either+`) AS p JOIN claims c ON c.id = p.id ORDER BY c.created_at DESC, c.id LIMIT ?`,
 		email, excludeID, limit, account, excludeID, limit, limit)
 	if err != nil {
@@ -599,9 +572,11 @@ func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account strin
 	defer rows.Close()
 	for rows.Next() {
 		var p PriorClaim
-		if err := rows.Scan(&p.ClaimID, &p.AmountMinor, &p.Currency, &p.Status, &p.CreatedAt); err != nil {
+		var created stamp
+		if err := rows.Scan(&p.ClaimID, &p.AmountMinor, &p.Currency, &p.Status, &created); err != nil {
 			return nil, 0, false, err
 		}
+		p.CreatedAt = created.Time.Format(time.RFC3339Nano)
 		prior = append(prior, p)
 	}
 	return prior, total, capped, rows.Err()
@@ -610,11 +585,11 @@ func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account strin
 // CountPriorClaims counts the other claims by the claimant with this e-mail
 // or payout account registered since since, up to PriorClaimsCountCap.
 func (s *Store) CountPriorClaims(ctx context.Context, excludeID, email, account string, since time.Time) (int, error) {
-	const byEmail = `SELECT id FROM claims WHERE json_extract(body, '$.claimant.email') = ? AND id <> ? AND created_at >= ? LIMIT ?`
-	const byAccount = `SELECT id FROM claims WHERE json_extract(body, '$.claimant.stripe_account') = ? AND id <> ? AND created_at >= ? LIMIT ?`
-	from := since.UTC().Format(time.RFC3339Nano)
+	byEmail := `SELECT id FROM claims WHERE ` + s.d.claimant("email") + ` = ? AND id <> ? AND created_at >= ? LIMIT ?`
+	byAccount := `SELECT id FROM claims WHERE ` + s.d.claimant("stripe_account") + ` = ? AND id <> ? AND created_at >= ? LIMIT ?`
+	from := s.ts(since.UTC())
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT id FROM (`+byEmail+`) UNION SELECT id FROM (`+byAccount+`))`,
+	err := s.queryRow(ctx, `SELECT count(*) FROM (SELECT id FROM (`+byEmail+`) AS e UNION SELECT id FROM (`+byAccount+`) AS a) AS p`,
 		email, excludeID, from, PriorClaimsCountCap, account, excludeID, from, PriorClaimsCountCap).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("store: prior claims of %s: %w", excludeID, err)
@@ -635,8 +610,8 @@ type FraudFlag struct {
 // content reports replayed; different content under the same key is
 // ErrConflict.
 func (s *Store) FlagFraud(ctx context.Context, f FraudFlag) (replayed bool, err error) {
-	res, err := s.db.ExecContext(ctx, `INSERT INTO fraud_flags (key, claim_id, signal, note, at) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(key) DO NOTHING`, string(f.Key), f.ClaimID, f.Signal, f.Note, s.stamp())
+	res, err := s.exec(ctx, `INSERT INTO fraud_flags (key, claim_id, signal, note, at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(key) DO NOTHING`, string(f.Key), f.ClaimID, f.Signal, f.Note, s.ts(s.stamp()))
 	if err != nil {
 		return false, fmt.Errorf("store: flag %s: %w", f.Key, err)
 	}
@@ -644,7 +619,7 @@ func (s *Store) FlagFraud(ctx context.Context, f FraudFlag) (replayed bool, err 
 		return false, nil
 	}
 	var claimID, signal, note string
-	if err := s.db.QueryRowContext(ctx, `SELECT claim_id, signal, note FROM fraud_flags WHERE key = ?`, string(f.Key)).Scan(&claimID, &signal, &note); err != nil {
+	if err := s.queryRow(ctx, `SELECT claim_id, signal, note FROM fraud_flags WHERE key = ?`, string(f.Key)).Scan(&claimID, &signal, &note); err != nil {
 		return false, fmt.Errorf("store: flag %s: %w", f.Key, err)
 	}
 	if claimID != f.ClaimID || signal != f.Signal || note != f.Note {
@@ -655,7 +630,7 @@ func (s *Store) FlagFraud(ctx context.Context, f FraudFlag) (replayed bool, err 
 
 // FraudFlags lists a claim's fraud flags in order.
 func (s *Store) FraudFlags(ctx context.Context, claimID string) ([]FraudFlag, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT key, claim_id, signal, note, at FROM fraud_flags WHERE claim_id = ? ORDER BY at, key`, claimID)
+	rows, err := s.query(ctx, `SELECT key, claim_id, signal, note, at FROM fraud_flags WHERE claim_id = ? ORDER BY at, key`, claimID)
 	if err != nil {
 		return nil, fmt.Errorf("store: fraud flags of %s: %w", claimID, err)
 	}
@@ -663,11 +638,11 @@ func (s *Store) FraudFlags(ctx context.Context, claimID string) ([]FraudFlag, er
 	var out []FraudFlag
 	for rows.Next() {
 		var f FraudFlag
-		var at string
+		var at stamp
 		if err := rows.Scan(&f.Key, &f.ClaimID, &f.Signal, &f.Note, &at); err != nil {
 			return nil, err
 		}
-		f.At, _ = time.Parse(time.RFC3339Nano, at)
+		f.At = at.Time
 		out = append(out, f)
 	}
 	return out, rows.Err()

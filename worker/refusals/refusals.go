@@ -87,6 +87,11 @@ func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInp
 		kid, r, _ := approvals.PeekReceipt(d.Receipt)
 		ref.Approver, ref.Decision, ref.PayloadSHA256, ref.KeyID = r.Subject, string(r.Verdict), r.RequestSHA256, kid
 	}
+	// One row per refused update however often it is validated (a client
+	// retrying with the same update ID, another worker): keyed by its ID.
+	if u := workflow.GetCurrentUpdateInfo(ctx); u != nil && u.ID != "" {
+		ref.Key = ref.ClaimID + ":update:" + clip(u.ID, 128)
+	}
 	ref.Approver, ref.PayloadSHA256, ref.KeyID = clip(ref.Approver, 128), clip(ref.PayloadSHA256, 64), clip(ref.KeyID, 128)
 	ref.Reason = clip(ref.Reason, 1024)
 	select {
