@@ -9,13 +9,13 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak temporal-cli clean
+.PHONY: all build demo test unit vet lint fuzz bench histories soak temporal-cli temporal-server cluster clean
 
 all: build
 
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./inbox ./stripesim/cmd/stripesim ./modelsim/cmd/modelsim ./bench
+	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./inbox ./stripesim/cmd/stripesim ./modelsim/cmd/modelsim ./bench ./cluster
 	$(GO) build -o bin/codec-server ./codecserver
 
 temporal-cli:
@@ -24,6 +24,27 @@ temporal-cli:
 		$(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); \
 	fi
 
+# A real Temporal server (not the dev server) and its SQL schema tool, at the
+# version the CLI embeds, for `make cluster`, internal/cluster's tests, the
+# soak and the benchmark. They go into their own directory, not GOPATH/bin:
+# their names (server, sql) are too generic for PATH. internal/cluster looks
+# there (or at TEMPORAL_SERVER_BIN / TEMPORAL_SQL_TOOL). About 2 minutes, once.
+TEMPORAL_SERVER_VERSION := v1.29.1
+TEMPORAL_SERVER_DIR := $(shell $(GO) env GOPATH)/temporal-server-$(TEMPORAL_SERVER_VERSION)
+temporal-server:
+	@if [ ! -x "$(TEMPORAL_SERVER_DIR)/server" ] || [ ! -x "$(TEMPORAL_SERVER_DIR)/sql" ]; then \
+		echo "Installing the Temporal server $(TEMPORAL_SERVER_VERSION) and its SQL tool into $(TEMPORAL_SERVER_DIR) (about 2 minutes, once)..."; \
+		GOBIN="$(TEMPORAL_SERVER_DIR)" $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
+			go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION); \
+	fi
+
+# PostgreSQL and a real Temporal server on it, in var/cluster, until Ctrl-C;
+# prints TEMPORAL_ADDRESS and CLAIMS_DB for workers.
+cluster: temporal-cli temporal-server
+	@mkdir -p bin
+	$(GO) build -o bin/ ./cluster
+	bin/cluster $(CLUSTER_FLAGS)
+
 # MODEL_PROVIDER=openai runs the same story through the OpenAI-compatible
 # provider, against modelsim unless MODEL_BASE_URL points elsewhere.
 demo: temporal-cli build
@@ -31,13 +52,13 @@ demo: temporal-cli build
 
 # Throughput, latency, history size, memory and crash recovery against bare
 # Temporal in one run (about 20 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
-bench: temporal-cli build
+bench: temporal-cli temporal-server build
 	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -json var/bench/latest.json $(BENCH_FLAGS)
 
 # Chaos soak: 500 claims while workers are SIGKILLed every 1-3 s and the dev
 # server restarts once, then every claim checked against the payment provider
 # and the claims store (about 6 minutes; SOAK_FLAGS="-claims 40" for a quick look).
-soak: temporal-cli build
+soak: temporal-cli temporal-server build
 	$(GO) build -o bin/ ./soak
 	bin/soak -worker bin/worker -temporal "$(TEMPORAL)" $(SOAK_FLAGS)
 
@@ -75,7 +96,7 @@ vet:
 # Integration tests start their own dev server from $(TEMPORAL) on free ports.
 # The fuzz targets' seed corpora run with the tests; a short fuzzing run of
 # each follows.
-test: temporal-cli vet
+test: temporal-cli temporal-server vet
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
