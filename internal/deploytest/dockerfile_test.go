@@ -36,8 +36,9 @@ var binaries = map[string]string{
 
 // notShipped lists main packages that are deliberately left out of the image.
 var notShipped = map[string]bool{
-	"./bench": true, // a benchmark harness for `make bench`, not a service
-	"./soak":  true, // the chaos soak for `make soak`, not a service
+	"./bench":   true, // a benchmark harness for `make bench`, not a service
+	"./soak":    true, // the chaos soak for `make soak`, not a service
+	"./cluster": true, // a local Temporal server on PostgreSQL for `make cluster`, not a service
 }
 
 type instruction struct {
