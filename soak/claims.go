@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/workflows"
@@ -72,6 +75,7 @@ func planClaims(runID string, n int, photo string, rng *rand.Rand) ([]plannedCla
 type starter struct {
 	client client.Client
 	store  *store.Store
+	docs   *blobs.Store
 	rate   float64 // claims per second
 
 	started     atomic.Int64
@@ -108,10 +112,24 @@ func (s *starter) run(ctx context.Context, plan []plannedClaim) error {
 }
 
 // start registers the claim in the system of record (as bin/starter does)
-// and starts its workflow, retrying through a server restart.
+// and starts its workflow, retrying through a database or server restart.
 func (s *starter) start(ctx context.Context, c claim.Claim) error {
-	if _, _, err := s.store.PutClaim(ctx, c); err != nil {
+	if err := s.storeDocuments(ctx, &c); err != nil {
 		return err
+	}
+	// Registering is idempotent, so it is retried through a database
+	// restart like the start is through a server restart; different
+	// content under the ID (a conflict) is a bug, never retried.
+	for {
+		_, _, err := s.store.PutClaim(ctx, c)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, store.ErrConflict) || ctx.Err() != nil {
+			return err
+		}
+		s.retries.Add(1)
+		time.Sleep(500 * time.Millisecond)
 	}
 	in := workflows.ClaimInput{Claim: c}
 	for {
@@ -135,4 +153,28 @@ func (s *starter) start(ctx context.Context, c claim.Claim) error {
 		s.started.Add(1)
 		return nil
 	}
+}
+
+// storeDocuments puts each document named by path into the blob store
+// under the claim's prefix and replaces the path with the reference, as
+// bin/starter does: workers read documents only by reference.
+func (s *starter) storeDocuments(ctx context.Context, c *claim.Claim) error {
+	docs := slices.Clone(c.Documents)
+	for i, d := range docs {
+		if d.Path == "" {
+			continue
+		}
+		f, err := os.Open(d.Path)
+		if err != nil {
+			return err
+		}
+		ref, err := s.docs.Put(ctx, blobs.DocumentKey(c.ID, i, d.Path), f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s documents[%d]: %w", c.ID, i, err)
+		}
+		docs[i] = claim.Document{Name: d.Name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
+	}
+	c.Documents = docs
+	return nil
 }

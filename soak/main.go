@@ -2,16 +2,20 @@
 // through real processes while it breaks them, then checks from every record
 // that nothing was paid twice, paid wrongly, or lost.
 //
-//	soak [-claims 500] [-rate 2] [-restart-at 0.5] [-timeout 12m] [-json var/soak/latest.json]
+//	soak [-claims 500] [-rate 2] [-workers 2] [-restart-at 0.5] [-timeout 12m] [-json var/soak/latest.json]
+//	soak -cluster -workers 3 [-postgres-restart-at 0.3] …
 //
-// It starts a Temporal dev server (a CLI process it restarts mid-run on the
-// same port and database), stripesim in-process, and two bin/worker
-// processes under supervisors that restart them; a killer SIGKILLs a random
-// worker every 1–3 s. Claims start at a steady rate, a third above the
-// approval threshold; an approver decides those at random with the real
-// `temporal workflow signal`. Once every claim is terminal it checks the
-// workflow results, the claims store and the payment provider against each
-// other, prints a summary and exits non-zero on any discrepancy.
+// It starts a Temporal server (by default a dev server, a CLI process it
+// restarts mid-run on the same port and database; with -cluster a real
+// Temporal server on PostgreSQL, which also holds the claims store, and
+// which it restarts mid-run, as it crashes PostgreSQL once), stripesim
+// in-process, and bin/worker processes under supervisors that restart them;
+// a killer SIGKILLs a random worker every 1–3 s. Claims start at a steady
+// rate, a third above the approval threshold; an approver decides those at
+// random with the real `temporal workflow signal`. Once every claim is
+// terminal it checks the workflow results, the claims store and the payment
+// provider against each other, prints a summary and exits non-zero on any
+// discrepancy.
 package main
 
 import (
@@ -31,21 +35,24 @@ import (
 
 // options are the soak's flags; they are recorded in the JSON summary.
 type options struct {
-	Claims       int           `json:"claims"`
-	Rate         float64       `json:"rate_per_s"`
-	Workers      int           `json:"workers"`
-	RestartAt    float64       `json:"restart_at"`
-	Timeout      time.Duration `json:"timeout_ns"`
-	DecideWithin time.Duration `json:"decide_within_ns"`
-	KillMin      time.Duration `json:"kill_min_ns"`
-	KillMax      time.Duration `json:"kill_max_ns"`
-	Seed         uint64        `json:"seed"`
-	WorkerBin    string        `json:"worker"`
-	Temporal     string        `json:"temporal"`
-	JSONOut      string        `json:"json"`
-	Dir          string        `json:"dir"`
-	Keep         bool          `json:"keep"`
-	Verbose      bool          `json:"verbose"`
+	Claims            int           `json:"claims"`
+	Rate              float64       `json:"rate_per_s"`
+	Workers           int           `json:"workers"`
+	RestartAt         float64       `json:"restart_at"`
+	Cluster           bool          `json:"cluster"`
+	Store             string        `json:"store"`
+	PostgresRestartAt float64       `json:"postgres_restart_at"`
+	Timeout           time.Duration `json:"timeout_ns"`
+	DecideWithin      time.Duration `json:"decide_within_ns"`
+	KillMin           time.Duration `json:"kill_min_ns"`
+	KillMax           time.Duration `json:"kill_max_ns"`
+	Seed              uint64        `json:"seed"`
+	WorkerBin         string        `json:"worker"`
+	Temporal          string        `json:"temporal"`
+	JSONOut           string        `json:"json"`
+	Dir               string        `json:"dir"`
+	Keep              bool          `json:"keep"`
+	Verbose           bool          `json:"verbose"`
 }
 
 func main() {
@@ -53,7 +60,10 @@ func main() {
 	flag.IntVar(&o.Claims, "claims", 500, "claims to run")
 	flag.Float64Var(&o.Rate, "rate", 2, "claims started per second (500 at 2/s start over about 4 minutes)")
 	flag.IntVar(&o.Workers, "workers", 2, "worker processes, each under its own supervisor")
-	flag.Float64Var(&o.RestartAt, "restart-at", 0.5, "restart the dev server once at this fraction of the expected duration (0: never)")
+	flag.Float64Var(&o.RestartAt, "restart-at", 0.5, "restart the Temporal server once at this fraction of the expected duration (0: never)")
+	flag.BoolVar(&o.Cluster, "cluster", false, "run against a real Temporal server on PostgreSQL (make temporal-server) instead of the dev server; implies -store postgres")
+	flag.StringVar(&o.Store, "store", "", "the claims store: sqlite or postgres (default: postgres with -cluster, else sqlite)")
+	flag.Float64Var(&o.PostgresRestartAt, "postgres-restart-at", 0.3, "with the PostgreSQL store: crash PostgreSQL once (immediate shutdown) at this fraction of the expected duration (0: never)")
 	flag.DurationVar(&o.Timeout, "timeout", 12*time.Minute, "give up waiting for claims to finish after this long from the start")
 	flag.DurationVar(&o.DecideWithin, "decide-within", 8*time.Second, "the approver decides a waiting claim after a random delay up to this")
 	flag.DurationVar(&o.KillMin, "kill-min", time.Second, "shortest gap between SIGKILLs")
@@ -129,8 +139,18 @@ func (o *options) resolve() error {
 		return errors.New("-claims, -rate and -workers must be positive")
 	case o.KillMin <= 0 || o.KillMax < o.KillMin:
 		return errors.New("-kill-min must be positive and at most -kill-max")
-	case o.RestartAt < 0 || o.RestartAt > 1:
-		return errors.New("-restart-at must be between 0 and 1")
+	case o.RestartAt < 0 || o.RestartAt > 1 || o.PostgresRestartAt < 0 || o.PostgresRestartAt > 1:
+		return errors.New("-restart-at and -postgres-restart-at must be between 0 and 1")
+	}
+	switch {
+	case o.Store == "" && o.Cluster:
+		o.Store = "postgres"
+	case o.Store == "":
+		o.Store = "sqlite"
+	case o.Store != "sqlite" && o.Store != "postgres":
+		return fmt.Errorf("-store %q: want sqlite or postgres", o.Store)
+	case o.Cluster && o.Store != "postgres":
+		return errors.New("-cluster runs the claims store on the cluster's PostgreSQL: leave out -store sqlite")
 	}
 	if o.Temporal == "" {
 		o.Temporal = findTemporal()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,8 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/pgserver"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
@@ -34,14 +37,20 @@ type soak struct {
 	runID string
 	dir   string
 
-	server  *devServer
-	sim     *stripesim.Server
-	simHTTP *http.Server
-	simURL  string
-	client  client.Client
-	store   *store.Store
-	workers []*supervisor
-	chaos   chaos
+	server temporalServer
+	// pg is the PostgreSQL of the claims store (and of the Temporal server,
+	// with -cluster); nil with the SQLite store.
+	pg       *pgserver.Server
+	claimsDB string
+	sim      *stripesim.Server
+	simHTTP  *http.Server
+	simURL   string
+	client   client.Client
+	store    *store.Store
+	docs     *blobs.Store
+	blobURL  string
+	workers  []*supervisor
+	chaos    chaos
 	// key is the approver's signing key; its public half is in the
 	// directory the workers read.
 	key authority.KeyFile
@@ -84,8 +93,9 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 	if err := s.setUp(ctx); err != nil {
 		return nil, err
 	}
-	// One photo on disk that every claim names by path: the workers store it
-	// in the blob store at intake, as for a claim started without the starter.
+	// One photo on disk that every claim names by path: the soak's starter
+	// stores it in the blob store for each claim, as bin/starter does, and
+	// the claim carries the reference.
 	photo := filepath.Join(s.dir, "photo.jpg")
 	if err := os.WriteFile(photo, []byte("a soak photo"), 0o644); err != nil {
 		return nil, err
@@ -151,8 +161,16 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 	var background sync.WaitGroup
 	defer func() { cancel(); background.Wait() }()
 	restarted := make(chan error, 1)
-	background.Go(func() { restarted <- s.restartServer(runCtx, begin) })
-	st := &starter{client: s.client, store: s.store, rate: s.o.Rate}
+	background.Go(func() {
+		// The server's restart and PostgreSQL's, each at its own moment.
+		var both sync.WaitGroup
+		var serverErr, pgErr error
+		both.Go(func() { serverErr = s.restartServer(runCtx, begin) })
+		both.Go(func() { pgErr = s.restartPostgres(runCtx, begin) })
+		both.Wait()
+		restarted <- errors.Join(serverErr, pgErr)
+	})
+	st := &starter{client: s.client, store: s.store, docs: s.docs, rate: s.o.Rate}
 	started := make(chan error, 1)
 	background.Go(func() { started <- st.run(runCtx, plan) })
 
@@ -192,7 +210,7 @@ func (s *soak) waitTerminal(ctx context.Context, ids []string, started, restarte
 		case err := <-restarted:
 			restarted, restartDone = nil, err == nil
 			if err != nil && ctx.Err() == nil {
-				return nil, fmt.Errorf("restarting the dev server: %w", err)
+				return nil, fmt.Errorf("restarting a server: %w", err)
 			}
 		case <-tick.C:
 		case <-ctx.Done():
@@ -231,9 +249,9 @@ func (s *soak) sweep(ctx context.Context, pending map[string]bool) {
 	wg.Wait()
 }
 
-// restartServer stops the dev server at RestartAt of the expected duration
-// and starts it again on the same ports and database file. Workers and
-// clients are not told: they reconnect on their own.
+// restartServer restarts the Temporal server at RestartAt of the expected
+// duration, on the same ports and data. Workers and clients are not told:
+// they reconnect on their own.
 func (s *soak) restartServer(ctx context.Context, begin time.Time) error {
 	if s.o.RestartAt == 0 {
 		return nil
@@ -242,17 +260,41 @@ func (s *soak) restartServer(ctx context.Context, begin time.Time) error {
 	if !sleep(ctx, time.Until(at)) {
 		return nil
 	}
-	s.log.Info("restarting the dev server: SIGTERM (SIGKILL after 10 s), then start it on the same port and database")
-	r := serverRestart{StopAt: time.Now()}
-	r.Forced = s.server.stop(10 * time.Second)
-	stopped := time.Now()
-	if err := s.server.start(ctx, 2*time.Minute); err != nil {
+	s.log.Info("restarting the "+s.server.name()+": SIGTERM, then start it on the same ports and data", "server", s.server.hostPort())
+	r := serverRestart{Component: "temporal", StopAt: time.Now()}
+	forced, err := s.server.restart(ctx)
+	if err != nil {
+		return err
+	}
+	r.Forced, r.ReadyAt = forced, time.Now()
+	s.chaos.addRestart(r)
+	s.log.Info(s.server.name()+" back", "down", r.ReadyAt.Sub(r.StopAt).Round(time.Millisecond), "sigkill_needed", r.Forced)
+	return nil
+}
+
+// restartPostgres crashes PostgreSQL at PostgresRestartAt of the expected
+// duration (immediate shutdown: no checkpoint, every connection cut,
+// recovery from the WAL) and starts it again. The claims store and, with
+// -cluster, the Temporal server lose their database while it is down.
+func (s *soak) restartPostgres(ctx context.Context, begin time.Time) error {
+	if s.pg == nil || s.o.PostgresRestartAt == 0 {
+		return nil
+	}
+	at := begin.Add(time.Duration(s.o.PostgresRestartAt * float64(s.expected())))
+	if !sleep(ctx, time.Until(at)) {
+		return nil
+	}
+	s.log.Info("crashing PostgreSQL (immediate shutdown) and starting it again")
+	r := serverRestart{Component: "postgres", StopAt: time.Now(), Forced: true}
+	if err := s.pg.Kill(ctx); err != nil {
+		return err
+	}
+	if err := s.pg.Restart(ctx); err != nil {
 		return err
 	}
 	r.ReadyAt = time.Now()
 	s.chaos.addRestart(r)
-	s.log.Info("dev server back", "stop_took", stopped.Sub(r.StopAt).Round(time.Millisecond),
-		"down", r.ReadyAt.Sub(r.StopAt).Round(time.Millisecond), "sigkill_needed", r.Forced)
+	s.log.Info("PostgreSQL back", "down", r.ReadyAt.Sub(r.StopAt).Round(time.Millisecond))
 	return nil
 }
 
@@ -288,9 +330,14 @@ func (s *soak) fillChaos(sum *summary) {
 	kills, restarts := s.chaos.snapshot()
 	c := &sum.Chaos
 	sum.KillLog = kills
-	c.Kills, c.ServerRestarts, c.Restarts, c.WorkerExits = len(kills), len(restarts), restarts, map[string]int{}
+	c.Kills, c.Restarts, c.WorkerExits = len(kills), restarts, map[string]int{}
 	for _, r := range restarts {
 		c.ServerDowntimeSeconds += r.ReadyAt.Sub(r.StopAt).Seconds()
+		if r.Component == "postgres" {
+			c.PostgresRestarts++
+			continue
+		}
+		c.ServerRestarts++
 		c.ServerStopForced = c.ServerStopForced || r.Forced
 	}
 	for _, w := range s.workers {
@@ -310,16 +357,46 @@ func (s *soak) setUp(ctx context.Context) error {
 		return err
 	}
 	var err error
-	if s.server, err = newDevServer(s.o.Temporal, s.dir); err != nil {
-		return err
+	s.claimsDB = filepath.Join(s.dir, "claims.db")
+	if s.o.Store == "postgres" {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		s.pg, err = pgserver.Start(pctx, filepath.Join(s.dir, "postgres"), pgserver.Options{})
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
-	if err := s.server.start(ctx, 2*time.Minute); err != nil {
-		return err
+	if s.o.Cluster {
+		if s.server, err = startCluster(ctx, s.dir, s.pg, s.log); err != nil {
+			return err
+		}
+	} else {
+		dev, err := newDevServer(s.o.Temporal, s.dir)
+		if err != nil {
+			return err
+		}
+		s.server = dev
+		if err := dev.start(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	if s.pg != nil {
+		if s.claimsDB, err = s.pg.CreateDatabase(ctx, "claims"); err != nil {
+			return err
+		}
 	}
 	if err := s.dial(ctx); err != nil {
 		return err
 	}
-	if s.store, err = store.Open(filepath.Join(s.dir, "claims.db")); err != nil {
+	if s.store, err = store.Open(s.claimsDB); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(filepath.Join(s.dir, "blobs"))
+	if err != nil {
+		return err
+	}
+	s.blobURL = "file://" + abs + "?create_dir=true"
+	if s.docs, err = blobs.Open(ctx, s.blobURL); err != nil {
 		return err
 	}
 	if s.key, err = authority.GenerateKey(approverID, false); err != nil {
@@ -369,8 +446,8 @@ func (s *soak) startWorkers() {
 	env := childEnv(
 		"TEMPORAL_ADDRESS="+s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE="+s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
-		"CLAIMS_DB="+filepath.Join(s.dir, "claims.db"), "MAIL_SPOOL="+filepath.Join(s.dir, "mail"),
-		"LOG_LEVEL=warn", "BLOB_URL=file://"+filepath.Join(s.dir, "blobs")+"?create_dir=true",
+		"CLAIMS_DB="+s.claimsDB, "MAIL_SPOOL="+filepath.Join(s.dir, "mail"),
+		"LOG_LEVEL=warn", "BLOB_URL="+s.blobURL,
 		"APPROVERS_FILE="+s.approversFile(),
 	)
 	for i := 1; i <= s.o.Workers; i++ {
@@ -413,6 +490,12 @@ func (s *soak) tearDown() {
 	}
 	if s.store != nil {
 		s.store.Close()
+	}
+	if s.docs != nil {
+		s.docs.Close()
+	}
+	if s.pg != nil {
+		_ = s.pg.Stop()
 	}
 }
 

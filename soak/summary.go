@@ -49,6 +49,7 @@ type summary struct {
 		WorkerRestarts        int             `json:"worker_restarts"`
 		WorkerExits           map[string]int  `json:"worker_exits"`
 		ServerRestarts        int             `json:"server_restarts"`
+		PostgresRestarts      int             `json:"postgres_restarts"`
 		ServerDowntimeSeconds float64         `json:"server_downtime_seconds"`
 		ServerStopForced      bool            `json:"server_stop_forced"`
 		Restarts              []serverRestart `json:"server_restart_windows"`
@@ -136,7 +137,8 @@ func (s *summary) print(w io.Writer) {
 		s.Transfers.Count, s.Transfers.Total, s.Transfers.PaymentsReplayed, s.Transfers.KeyRequests, s.Transfers.KeyReplays, s.Transfers.KeyInUse)
 	p("  e-mails           %d claimant notices sent once each and found in the spool", s.Emails)
 	p("  kills             %d SIGKILLs; %d worker restarts (%s)", s.Chaos.Kills, s.Chaos.WorkerRestarts, formatCounts(s.Chaos.WorkerExits))
-	p("  server restarts   %d, down %.1f s in all (SIGKILL needed: %t)", s.Chaos.ServerRestarts, s.Chaos.ServerDowntimeSeconds, s.Chaos.ServerStopForced)
+	p("  server restarts   %d Temporal, %d PostgreSQL crashes; down %.1f s in all (Temporal SIGKILL needed: %t)", s.Chaos.ServerRestarts,
+		s.Chaos.PostgresRestarts, s.Chaos.ServerDowntimeSeconds, s.Chaos.ServerStopForced)
 	p("  activity resumes  %d (attempt > 1: %s)", s.Resumes.ActivityResumes, formatCounts(s.Resumes.ActivityResumesByType))
 	p("  workflow-task resumes %d timed out on a worker (%d attempts lost in all), %d moved off a dead worker's sticky queue, %d failed; %d local activity retries; %d claims resumed at least once",
 		s.Resumes.WorkflowTaskTimeouts, s.Resumes.WorkflowTaskAttemptsLost, s.Resumes.StickyQueueTimeouts, s.Resumes.WorkflowTaskFailures,

@@ -141,11 +141,13 @@ type chaos struct {
 	restarts []serverRestart
 }
 
-// serverRestart is the window the dev server was down.
+// serverRestart is a window a server was down: the Temporal server
+// ("temporal") or PostgreSQL ("postgres").
 type serverRestart struct {
-	StopAt  time.Time `json:"stop_at"`
-	ReadyAt time.Time `json:"ready_at"`
-	Forced  bool      `json:"forced_sigkill"`
+	Component string    `json:"component"`
+	StopAt    time.Time `json:"stop_at"`
+	ReadyAt   time.Time `json:"ready_at"`
+	Forced    bool      `json:"forced_sigkill"`
 }
 
 func (c *chaos) addKill(k kill) {
@@ -190,7 +192,7 @@ func (c *chaos) killIn(from, to time.Time) bool {
 	return false
 }
 
-// restartOverlaps reports whether the server was down at some point in
+// restartOverlaps reports whether a server was down at some point in
 // [from, to], or came back just before it (workers and timers catch up for a
 // few seconds after the server returns).
 func (c *chaos) restartOverlaps(from, to time.Time) bool {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/durableclaims/durableclaims/internal/cluster"
+	"github.com/durableclaims/durableclaims/internal/pgserver"
+)
+
+// temporalServer is the Temporal server the soak runs against and restarts
+// once mid-run: the dev server (one process, SQLite), or a real Temporal
+// server on PostgreSQL (internal/cluster).
+type temporalServer interface {
+	name() string
+	hostPort() string
+	// restart stops the server (SIGTERM; SIGKILL after a grace period,
+	// reported as forced) and starts it again on the same ports and data.
+	restart(ctx context.Context) (forced bool, err error)
+	stop(grace time.Duration) (forced bool)
+}
+
+func (d *devServer) name() string { return "dev server" }
+
+func (d *devServer) restart(ctx context.Context) (bool, error) {
+	forced := d.stop(10 * time.Second)
+	return forced, d.start(ctx, 2*time.Minute)
+}
+
+// clusterServer is a real Temporal server with PostgreSQL persistence and
+// SQL visibility, on the PostgreSQL the claims store also uses.
+type clusterServer struct{ c *cluster.Cluster }
+
+func startCluster(ctx context.Context, dir string, pg *pgserver.Server, log *slog.Logger) (*clusterServer, error) {
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(sctx, filepath.Join(dir, "cluster"), cluster.Options{Postgres: pg, Logger: log.With("component", "cluster")})
+	if err != nil {
+		return nil, err
+	}
+	return &clusterServer{c: c}, nil
+}
+
+func (c *clusterServer) name() string {
+	return "Temporal server " + cluster.ServerVersion + " on PostgreSQL"
+}
+func (c *clusterServer) hostPort() string { return c.c.Address() }
+
+func (c *clusterServer) restart(ctx context.Context) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	return false, c.c.Restart(rctx)
+}
+
+func (c *clusterServer) stop(time.Duration) bool {
+	_ = c.c.Stop()
+	return false
+}
