@@ -24,10 +24,12 @@
 package modelsim
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -115,6 +117,9 @@ type Server struct {
 	// Gullible makes the model obey instructions injected into the claim
 	// (its description, its documents): the model a prompt injection fools.
 	Gullible bool
+	// Latency makes every answer take as long as a real model's: a time
+	// drawn uniformly from [Min, Max] before it is sent (zero: at once).
+	Latency Latency
 
 	mu     sync.Mutex
 	n      int
@@ -254,6 +259,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if s.fault(w, r, call.Fault) {
 		record("error")
+		return
+	}
+	if !s.Latency.wait(r.Context()) {
+		record("error")
+		apiError(w, http.StatusServiceUnavailable, "server_error", "", "The answer was abandoned: the request was cancelled.")
 		return
 	}
 	var content string
@@ -496,4 +506,43 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Latency is how long each answer takes, drawn uniformly from [Min, Max].
+type Latency struct{ Min, Max time.Duration }
+
+// ParseLatency reads "1.5s" (always that long) or "1s-2s" (uniform between).
+func ParseLatency(s string) (Latency, error) {
+	if s == "" {
+		return Latency{}, nil
+	}
+	lo, hi, ranged := strings.Cut(s, "-")
+	if !ranged {
+		hi = lo
+	}
+	minD, err1 := time.ParseDuration(strings.TrimSpace(lo))
+	maxD, err2 := time.ParseDuration(strings.TrimSpace(hi))
+	if err1 != nil || err2 != nil || minD < 0 || maxD < minD || maxD > maxSlow {
+		return Latency{}, fmt.Errorf(`latency %q: want a duration ("1.5s") or a range ("1s-2s"), at most %v`, s, maxSlow)
+	}
+	return Latency{Min: minD, Max: maxD}, nil
+}
+
+// wait sleeps for one answer's latency; false if ctx ended first.
+func (l Latency) wait(ctx context.Context) bool {
+	if l.Max <= 0 {
+		return true
+	}
+	d := l.Min
+	if l.Max > l.Min {
+		d += time.Duration(rand.Int64N(int64(l.Max - l.Min + 1)))
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

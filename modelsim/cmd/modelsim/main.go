@@ -7,6 +7,7 @@
 //	MODELSIM_FAULTS  -faults   faults for the first calls, comma-separated
 //	                           (429, 429:<s>, 500, malformed, invalid, slow:<d> up to 10m,
 //	                           400, 401, 404, context-length, or another 4xx or 5xx code)
+//	MODELSIM_LATENCY -latency  how long every answer takes: "1.5s", or "1s-2s" uniform
 //
 // An unknown or malformed fault stops it, with the reason, before it
 // listens (see modelsim.ParseFault).
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	addr := fs.String("addr", config.Get("MODELSIM_ADDR", "localhost:12112"), "listen address")
 	key := fs.String("api-key", os.Getenv("MODELSIM_API_KEY"), "the only bearer key accepted (empty: any)")
 	faults := fs.String("faults", os.Getenv("MODELSIM_FAULTS"), "faults for the first calls, comma-separated (see modelsim.ParseFault)")
+	latency := fs.String("latency", os.Getenv("MODELSIM_LATENCY"), `how long every answer takes, as a real model's would: "1.5s", or "1s-2s" (uniform); empty: at once`)
 	gullible := fs.Bool("gullible", os.Getenv("MODELSIM_GULLIBLE") == "1", "obey instructions injected in a claim (prompt injection tests; env MODELSIM_GULLIBLE=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -72,8 +74,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := errors.Join(bad...); err != nil {
 		return fmt.Errorf("-faults: %w", err)
 	}
+	lat, err := modelsim.ParseLatency(*latency)
+	if err != nil {
+		return fmt.Errorf("-latency: %w", err)
+	}
 	sim := modelsim.New(*key)
 	sim.Gullible = *gullible
+	sim.Latency = lat
 	sim.Inject(queue...)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
