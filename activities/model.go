@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -133,7 +135,7 @@ func (a *Activities) ledgerModelCall(ctx context.Context, claimID string, key cl
 	}
 	h := sha256.Sum256(b)
 	sum := hex.EncodeToString(h[:])
-	if err := a.Store.RecordModelCall(ctx, store.ModelCall{ClaimID: claimID, Key: key, Provider: provider, Attempt: attempt(ctx),
+	if err := a.Store.RecordModelCall(ctx, store.ModelCall{CallID: uuid.NewString(), ClaimID: claimID, Key: key, Provider: provider, Attempt: attempt(ctx),
 		TokensIn: u.TokensIn, TokensOut: u.TokensOut, OutputSHA256: sum}); err != nil {
 		return "", err
 	}

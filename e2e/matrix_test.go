@@ -38,7 +38,7 @@ func matrix() []crashCase {
 	for _, c := range []crashCase{
 		{step: claim.StepIntake}, {step: claim.StepTriage}, {step: claim.StepAssess, regular: "AssessClaim"},
 		{step: claim.StepApproval, approval: true}, {step: claim.StepPay, regular: "PayClaimant"},
-		{step: claim.StepNotify}, {step: claim.StepClose, regular: "CloseClaim"}, {step: claim.StepAudit},
+		{step: claim.StepNotify}, {step: claim.StepClose}, {step: claim.StepAudit},
 	} {
 		for _, ph := range []crash.Phase{crash.BeforeEffect, crash.AfterEffect} {
 			c.phase = ph

@@ -40,8 +40,17 @@ import (
 //	step 4 assess   regular  AssessClaim: records the last triage turn
 //	step 6 pay      regular  PayClaimant: money, its own checkpoint
 //	step 7 notify   costly   NotifyClaimant: local (pay recorded everything)
-//	step 8 close    regular  CloseClaim: records the e-mail
-//	step 9 audit    costly   WriteAudit: local; the completion records it
+//	step 8 close    record   CloseClaim: local
+//	step 9 audit    record   WriteAudit: local; the completion records all three
+//
+// A record is a keyed write to the claims system of record whose repeat
+// returns the first result (the close answers with the original close
+// time, the audit write with the original digest): free to repeat, so it
+// is neither costly nor a checkpoint, and steps 7-9 end the claim in one
+// workflow task. If that task is lost, the next runs all three again: the
+// outbox finds the e-mail sent, the close and the audit replay. (Runs
+// before versionRecords closed with a regular activity, which recorded the
+// e-mail first, and audited as a costly side step.)
 //
 // With the rules model, whose turns are free to repeat (a result that says
 // so, see freeToRepeat), every triage turn runs local. An approval adds
@@ -94,6 +103,7 @@ var (
 // plan is the checkpoint rule, row by row.
 var plan = struct {
 	read, tool     stepPlan // local
+	record         stepPlan // local: a keyed write whose repeat returns the first result
 	model, effect  stepPlan // regular
 	turn, sideStep stepPlan // costly
 }{
@@ -121,7 +131,13 @@ var plan = struct {
 		ScheduleToCloseTimeout: 15 * time.Minute,
 		RetryPolicy:            modelRegular.RetryPolicy,
 	}},
-	// The claimant's e-mail and the audit record.
+	// Keyed writes to the system of record: the close and the audit record.
+	record: stepPlan{name: "record", how: runLocal, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            effectRegular.RetryPolicy,
+	}},
+	// The claimant's e-mail (and the audit record of runs before versionRecords).
 	sideStep: stepPlan{name: "side effect", how: runCostly, remote: effectRegular, local: &workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
 		ScheduleToCloseTimeout: 15 * time.Minute,

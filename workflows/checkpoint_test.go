@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -74,12 +75,12 @@ func (s *ClaimSuite) TestTheCheckpointRuleOnTheAutoApprovePath() {
 			"LoadClaim local", "TriageTurn local", "CallTool local", "CallTool local", "CallTool local",
 			"TriageTurn regular", // turn 1 is pending: turn 2 is its own checkpoint
 			"AssessClaim regular", "PayClaimant regular",
-			"NotifyClaimant local", "CloseClaim regular", "WriteAudit local"}},
+			"NotifyClaimant local", "CloseClaim local", "WriteAudit local"}},
 		"the rules model, free to ask again": {activities.RulesModel{}, []string{
 			"LoadClaim local", "TriageTurn local", "CallTool local", "CallTool local", "CallTool local",
 			"TriageTurn local",
 			"AssessClaim regular", "PayClaimant regular",
-			"NotifyClaimant local", "CloseClaim regular", "WriteAudit local"}},
+			"NotifyClaimant local", "CloseClaim local", "WriteAudit local"}},
 	} {
 		s.SetupTest()
 		s.calls.model = tc.model
@@ -88,4 +89,14 @@ func (s *ClaimSuite) TestTheCheckpointRuleOnTheAutoApprovePath() {
 		s.Equal(StatusPaid, s.result().Status, name)
 		s.Equal(tc.want, *got, name)
 	}
+}
+
+// Runs that began before versionRecords close as they did: the close a
+// regular activity that records the e-mail, the audit a costly side step.
+func (s *ClaimSuite) TestRunsBeforeLocalRecordsCloseAsTheyDid() {
+	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionRecords).Return(workflow.Version(versionReview))
+	got := s.forms()
+	s.start(testClaim("claim-cp-v3", "640.00"), Options{})
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal([]string{"NotifyClaimant local", "CloseClaim regular", "WriteAudit local"}, (*got)[len(*got)-3:])
 }

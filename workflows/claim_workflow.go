@@ -73,6 +73,10 @@ type claimRun struct {
 	// agent is true for runs whose triage is the agent loop (versionAgent
 	// of versionClaim); older runs replay their single triage call.
 	agent bool
+	// records is how the close and the audit record run: plan.record from
+	// versionRecords on; before, the close was plan.effect and the audit
+	// plan.sideStep (see close).
+	records stepPlan
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -245,8 +249,12 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 func (r *claimRun) admit(ctx workflow.Context, loaded activities.LoadClaimResult) error {
 	r.setClaim(loaded.Claim, loaded.Version)
 	r.amendedBy = loaded.AmendedBy
-	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionReview)
+	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionRecords)
 	r.agent = version >= versionAgent
+	r.records = plan.sideStep
+	if version >= versionRecords {
+		r.records = plan.record
+	}
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}
@@ -381,7 +389,11 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 
 	r.enter(ctx, claim.StepClose)
 	var closed activities.CloseResult
-	if err := r.exec(ctx, plan.effect, a.CloseClaim, activities.CloseInput{
+	closeStep := r.records
+	if r.records.name != plan.record.name {
+		closeStep = plan.effect // runs before versionRecords
+	}
+	if err := r.exec(ctx, closeStep, a.CloseClaim, activities.CloseInput{
 		Key: r.key(claim.StepClose), ClaimID: c.ID, Outcome: outcome, TransferID: r.pay.TransferID, PayoutMinor: r.payoutMinor,
 	}, &closed); err != nil {
 		return r.deadLetter(ctx, err)
@@ -399,7 +411,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		return ClaimResult{}, err
 	}
 	var audited activities.AuditResult
-	if err := r.exec(ctx, plan.sideStep, a.WriteAudit, activities.AuditInput{
+	if err := r.exec(ctx, r.records, a.WriteAudit, activities.AuditInput{
 		Key: r.key(claim.StepAudit), ClaimID: c.ID, Record: record,
 	}, &audited); err != nil {
 		return r.deadLetter(ctx, err)

@@ -23,6 +23,9 @@ import (
 //	versionReview   deterministic review rules (fraud flags and score, prior
 //	                claims, exclusion words) send a claim to a human whatever
 //	                the model says
+//	versionRecords  the close and the audit record run local (plan.record):
+//	                keyed writes to the system of record whose repeat returns
+//	                the first result, so one workflow task ends the claim
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -31,6 +34,7 @@ const (
 	versionAgent   = 1
 	versionTrusted = 2
 	versionReview  = 3
+	versionRecords = 4
 )
 
 // triageAgent is step 2 as an agent loop: a model turn, the tools it asks

@@ -338,6 +338,11 @@ func (s *Store) Audit(ctx context.Context, claimID string) ([]byte, error) {
 // ModelCall is one real call to a model provider: the usage ledger that
 // proves (and bills) what a resumed run did or did not ask again.
 type ModelCall struct {
+	// CallID identifies the call: a write of the same call again (a retried
+	// write) is one row. Two calls under one step key and attempt are two
+	// rows: a local step run again after its workflow task was lost calls
+	// the model again, and both calls are billed. Empty: every write appends.
+	CallID       string
 	ClaimID      string
 	Key          claim.IdempotencyKey
 	Provider     string
@@ -348,34 +353,34 @@ type ModelCall struct {
 	At           time.Time
 }
 
-// RecordModelCall appends to the usage ledger: one row per key and
-// activity attempt (one attempt makes one call). Recording the same call
-// again is a no-op; a different call under the same key and attempt is
-// ErrConflict.
+// RecordModelCall appends a call to the usage ledger, once per call ID:
+// the same call again is a no-op; another call under its ID is ErrConflict.
 func (s *Store) RecordModelCall(ctx context.Context, c ModelCall) error {
-	res, err := s.exec(ctx, `INSERT INTO model_calls (claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key, attempt) DO NOTHING`,
-		c.ClaimID, string(c.Key), c.Provider, c.Attempt, c.TokensIn, c.TokensOut, c.OutputSHA256, s.ts(s.stamp()))
+	q := `INSERT INTO model_calls (call_id, claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	if c.CallID != "" {
+		q += ` ON CONFLICT(call_id) WHERE call_id <> '' DO NOTHING`
+	}
+	res, err := s.exec(ctx, q, c.CallID, c.ClaimID, string(c.Key), c.Provider, c.Attempt, c.TokensIn, c.TokensOut, c.OutputSHA256, s.ts(s.stamp()))
 	if err != nil {
 		return fmt.Errorf("store: model call %s: %w", c.Key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		return nil
 	}
-	var claimID, output string
-	if err := s.queryRow(ctx, `SELECT claim_id, output_sha256 FROM model_calls WHERE key = ? AND attempt = ?`, string(c.Key), c.Attempt).
-		Scan(&claimID, &output); err != nil {
+	var key, output string
+	if err := s.queryRow(ctx, `SELECT key, output_sha256 FROM model_calls WHERE call_id = ?`, c.CallID).Scan(&key, &output); err != nil {
 		return fmt.Errorf("store: model call %s: %w", c.Key, err)
 	}
-	if claimID != c.ClaimID || output != c.OutputSHA256 {
-		return fmt.Errorf("store: model call %s attempt %d is already recorded with another output: %w", c.Key, c.Attempt, ErrConflict)
+	if key != string(c.Key) || output != c.OutputSHA256 {
+		return fmt.Errorf("store: model call %s is already recorded for %s with another output: %w", c.CallID, key, ErrConflict)
 	}
 	return nil
 }
 
 // ModelCalls lists a claim's model calls in order.
 func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, error) {
-	rows, err := s.query(ctx, `SELECT claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at
+	rows, err := s.query(ctx, `SELECT call_id, claim_id, key, provider, attempt, tokens_in, tokens_out, output_sha256, at
 		FROM model_calls WHERE claim_id = ? ORDER BY id`, claimID)
 	if err != nil {
 		return nil, fmt.Errorf("store: model calls of %s: %w", claimID, err)
@@ -385,7 +390,7 @@ func (s *Store) ModelCalls(ctx context.Context, claimID string) ([]ModelCall, er
 	for rows.Next() {
 		var c ModelCall
 		var at stamp
-		if err := rows.Scan(&c.ClaimID, &c.Key, &c.Provider, &c.Attempt, &c.TokensIn, &c.TokensOut, &c.OutputSHA256, &at); err != nil {
+		if err := rows.Scan(&c.CallID, &c.ClaimID, &c.Key, &c.Provider, &c.Attempt, &c.TokensIn, &c.TokensOut, &c.OutputSHA256, &at); err != nil {
 			return nil, err
 		}
 		c.At = at.Time

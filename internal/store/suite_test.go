@@ -188,19 +188,22 @@ func TestAuditModelCallsRefusalsFraudFlags(t *testing.T) {
 		_, err = s.Audit(ctx, "claim-2")
 		assert.ErrorIs(t, err, ErrNotFound)
 
-		call := ModelCall{ClaimID: "claim-1", Key: "claim-1:step4", Provider: "rules/v1", Attempt: 1, TokensIn: 71, TokensOut: 40, OutputSHA256: "aa"}
+		call := ModelCall{CallID: "call-1", ClaimID: "claim-1", Key: "claim-1:step4", Provider: "rules/v1", Attempt: 1, TokensIn: 71, TokensOut: 40, OutputSHA256: "aa"}
 		require.NoError(t, s.RecordModelCall(ctx, call))
-		require.NoError(t, s.RecordModelCall(ctx, call), "the same call recorded again")
+		require.NoError(t, s.RecordModelCall(ctx, call), "the same call written again is one row")
+		again := call
+		again.CallID = "call-2"
+		require.NoError(t, s.RecordModelCall(ctx, again), "a step run again (a lost workflow task) calls again under its key and attempt")
 		second := call
-		second.Attempt, second.OutputSHA256 = 2, "bb"
+		second.CallID, second.Attempt, second.OutputSHA256 = "call-3", 2, "bb"
 		require.NoError(t, s.RecordModelCall(ctx, second))
 		bad := call
 		bad.OutputSHA256 = "cc"
-		assert.ErrorIs(t, s.RecordModelCall(ctx, bad), ErrConflict)
+		assert.ErrorIs(t, s.RecordModelCall(ctx, bad), ErrConflict, "another call under a call's ID")
 		calls, err := s.ModelCalls(ctx, "claim-1")
 		require.NoError(t, err)
-		require.Len(t, calls, 2)
-		assert.Equal(t, []int{1, 2}, []int{calls[0].Attempt, calls[1].Attempt})
+		require.Len(t, calls, 3)
+		assert.Equal(t, []string{"call-1", "call-2", "call-3"}, []string{calls[0].CallID, calls[1].CallID, calls[2].CallID})
 		assert.WithinDuration(t, time.Now(), calls[0].At, time.Minute)
 
 		at := time.Date(2026, 11, 30, 7, 0, 0, 123456000, time.UTC)
@@ -383,7 +386,7 @@ func TestKeyedWritesRaceAcrossWorkers(t *testing.T) {
 
 		var ledgered atomic.Bool
 		race("model ledger", func(w *Store, _ int) (bool, error) {
-			err := w.RecordModelCall(ctx, ModelCall{ClaimID: "claim-race", Key: "claim-race:step4", Provider: "p", Attempt: 1, OutputSHA256: "aa"})
+			err := w.RecordModelCall(ctx, ModelCall{CallID: "call-race", ClaimID: "claim-race", Key: "claim-race:step4", Provider: "p", Attempt: 1, OutputSHA256: "aa"})
 			return err == nil && ledgered.CompareAndSwap(false, true), err
 		})
 		assert.Equal(t, 1, count(`SELECT count(*) FROM model_calls WHERE key = ?`, "claim-race:step4"))

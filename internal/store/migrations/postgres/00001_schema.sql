@@ -41,6 +41,7 @@ CREATE INDEX audit_claim ON audit (claim_id, written_at);
 
 CREATE TABLE model_calls (
 	id            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+	call_id       TEXT NOT NULL DEFAULT '',
 	claim_id      TEXT NOT NULL,
 	key           TEXT NOT NULL,
 	provider      TEXT NOT NULL,
@@ -48,10 +49,10 @@ CREATE TABLE model_calls (
 	tokens_in     BIGINT NOT NULL,
 	tokens_out    BIGINT NOT NULL,
 	output_sha256 TEXT NOT NULL,
-	at            TIMESTAMPTZ NOT NULL,
-	UNIQUE (key, attempt)
+	at            TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX model_calls_claim ON model_calls (claim_id);
+CREATE UNIQUE INDEX model_calls_call ON model_calls (call_id) WHERE call_id <> '';
 
 CREATE TABLE refusals (
 	id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
