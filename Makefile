@@ -51,7 +51,7 @@ demo: temporal-cli build
 	./scripts/demo.sh
 
 # Throughput, latency, history size, memory and crash recovery against bare
-# Temporal in one run (about 20 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
+# Temporal in one run (about 25 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
 bench: temporal-cli temporal-server build
 	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -json var/bench/latest.json $(BENCH_FLAGS)
 

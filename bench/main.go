@@ -2,11 +2,14 @@
 // one dev server, with the same concurrency: the ceiling (an empty
 // workflow), the naive baseline (nine no-op regular activities), the claim
 // workflow's auto-approve path, the approval path, history per claim, worker
-// memory with claims parked, and recovery after a worker is SIGKILLed.
+// memory with claims parked, recovery after a worker is SIGKILLed, and
+// claims/s as worker processes are added on a PostgreSQL claims store, with
+// where the CPU goes (scaling.go).
 //
-//	bench [-n 300] [-concurrency 100] [-reps 3] [-parked 10000] [-inflight 1000] [-json var/bench/latest.json]
+//	bench [-n 300] [-concurrency 100] [-reps 3] [-parked 10000] [-inflight 1000] [-scaling-workers 1,2,4] [-scaling-servers dev,cluster] [-json var/bench/latest.json]
 //
-// It starts everything it needs (dev server, stripesim, workers) and stops it.
+// It starts everything it needs (dev server, stripesim, PostgreSQL,
+// workers) and stops it.
 package main
 
 import (
@@ -34,7 +37,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
-	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/cluster"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
@@ -46,6 +49,8 @@ type options struct {
 	jsonOut, workerBin, temporal string
 	only                         string
 	serverArgs                   []string
+	scaleWorkers                 []int
+	scaleServers                 []string
 }
 
 func main() {
@@ -80,10 +85,36 @@ func main() {
 		o.serverArgs = append(o.serverArgs, v)
 		return nil
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,approval,history,parked,kill); default all")
+	flag.Func("scaling-workers", "worker process counts the scaling workload runs, comma-separated (default 1,2,4)", func(v string) error {
+		o.scaleWorkers = nil
+		for _, f := range strings.Split(v, ",") {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+				return fmt.Errorf("bad -scaling-workers %q", v)
+			}
+			o.scaleWorkers = append(o.scaleWorkers, n)
+		}
+		return nil
+	})
+	flag.Func("scaling-servers", "Temporal servers the scaling workload runs against, comma-separated: dev (the bench's dev server), cluster (a real server on PostgreSQL, installed by make temporal-server); default dev,cluster", func(v string) error {
+		o.scaleServers = strings.Split(v, ",")
+		for _, s := range o.scaleServers {
+			if s != "dev" && s != "cluster" {
+				return fmt.Errorf("bad -scaling-servers %q: dev, cluster", v)
+			}
+		}
+		return nil
+	})
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,history,parked,kill); default all")
 	flag.Parse()
 	if o.inflight == nil {
 		o.inflight = []int{1000, 200}
+	}
+	if o.scaleWorkers == nil {
+		o.scaleWorkers = []int{1, 2, 4}
+	}
+	if o.scaleServers == nil {
+		o.scaleServers = []string{"dev", "cluster"}
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -110,11 +141,20 @@ type env struct {
 	// starter does; key signs the approvals adjuster-17 gives.
 	store *store.Store
 	key   authority.KeyFile
+	// docs is the blob store the workers read claims' documents from.
+	docs *blobs.Store
 }
 
 func run(o options) error {
 	if o.temporal == "" {
 		o.temporal = findTemporal()
+	}
+	// Fail now, not after the first workloads, when the real server the
+	// scaling workload needs is not installed.
+	if o.want("scaling") && slices.Contains(o.scaleServers, "cluster") {
+		if _, _, err := cluster.Binaries(); err != nil {
+			return fmt.Errorf("%w (or -scaling-servers dev)", err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "durableclaims-bench-")
 	if err != nil {
@@ -130,7 +170,7 @@ func run(o options) error {
 		return err
 	}
 
-	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Options: o, Values: map[string]float64{}}
+	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Options: o, Values: map[string]float64{}, Flags: os.Args[1:]}
 	fmt.Fprintf(os.Stderr, "bench: %s, dev server %s, %d workflows × %d reps at concurrency %d\n",
 		res.Machine, e.server.FrontendHostPort(), o.n, o.reps, o.concurrency)
 
@@ -162,6 +202,12 @@ func run(o options) error {
 			}
 			res.add(w.key+"_per_s", rate)
 			fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, w.name, rate)
+		}
+	}
+	// Right after the baseline and claims measurements, on the same server.
+	if o.want("scaling") {
+		if err := e.scaling(ctx, res); err != nil {
+			return err
 		}
 	}
 	if o.want("history") || o.want("claims") {
@@ -243,16 +289,10 @@ func (e *env) start() error {
 		e.commits.record(key)
 		return nil
 	}})
-	docs, err := blobs.Open(ctx, e.blobURL())
-	if err != nil {
+	// Each claim's photo is stored under the claim's folder as it starts.
+	if e.docs, err = blobs.Open(ctx, e.blobURL()); err != nil {
 		return err
 	}
-	ref, err := docs.Put(ctx, "bench/photo.jpg", strings.NewReader("a bench photo"))
-	docs.Close()
-	if err != nil {
-		return err
-	}
-	benchDoc = claim.Document{Name: "photo.jpg", URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size}
 	if e.store, err = store.Open(filepath.Join(e.dir, "claims.db")); err != nil {
 		return err
 	}
@@ -281,6 +321,9 @@ func (e *env) stopAll() {
 	}
 	if e.store != nil {
 		e.store.Close()
+	}
+	if e.docs != nil {
+		e.docs.Close()
 	}
 	if e.server != nil {
 		e.server.Stop()
@@ -315,16 +358,18 @@ func (e *env) spawn(name, bin string, args, extraEnv []string) (*proc, error) {
 
 func (e *env) approversFile() string { return filepath.Join(e.dir, "approvers.json") }
 
-func (e *env) spawnClaimsWorker(name string) (*proc, error) {
+// spawnClaimsWorker starts bin/worker on the bench's SQLite store and dev
+// server; extraEnv (KEY=value) overrides any of that.
+func (e *env) spawnClaimsWorker(name string, extraEnv ...string) (*proc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.spawn(name, e.o.workerBin, nil, []string{
+	p, err := e.spawn(name, e.o.workerBin, nil, append([]string{
 		"STRIPE_API_BASE=" + e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + filepath.Join(e.dir, "claims.db"), "MAIL_SPOOL=" + filepath.Join(e.dir, "mail"),
 		"METRICS_ADDR=" + addr, "BLOB_URL=" + e.blobURL(), "APPROVERS_FILE=" + e.approversFile(),
-	})
+	}, extraEnv...))
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -16,6 +17,11 @@ type results struct {
 	Values  map[string]float64   `json:"values"`
 	Summary map[string]stat      `json:"summary"`
 	Ratios  map[string]float64   `json:"ratios"`
+	// Flags are the command line the run had.
+	Flags []string `json:"flags"`
+	// Notes are warnings and errors seen while measuring (the scaling
+	// workers' logs), one example per message.
+	Notes []string `json:"notes,omitempty"`
 }
 
 type stat struct {
@@ -44,14 +50,38 @@ func (r *results) summarize() {
 		r.Summary[k] = stat{N: len(s), Min: s[0], Median: percentile(s, 50), P99: percentile(s, 99), Max: s[len(s)-1]}
 	}
 	med := func(k string) float64 { return r.Summary[k].Median }
-	if med("baseline_per_s") > 0 {
-		r.Ratios["claims_vs_baseline"] = med("claims_per_s") / med("baseline_per_s")
+	ratio := func(name, a, b string) {
+		if med(a) > 0 && med(b) > 0 {
+			r.Ratios[name] = med(a) / med(b)
+		}
 	}
-	if med("ceiling_per_s") > 0 {
-		r.Ratios["claims_vs_ceiling"] = med("claims_per_s") / med("ceiling_per_s")
-		r.Ratios["baseline_vs_ceiling"] = med("baseline_per_s") / med("ceiling_per_s")
+	ratio("claims_vs_baseline", "claims_per_s", "baseline_per_s")
+	ratio("claims_vs_ceiling", "claims_per_s", "ceiling_per_s")
+	ratio("baseline_vs_ceiling", "baseline_per_s", "ceiling_per_s")
+	for _, srv := range r.Options.scaleServers {
+		first := scaleKey(srv, r.Options.scaleWorkers[0])
+		for _, n := range r.Options.scaleWorkers {
+			k := scaleKey(srv, n)
+			if med(k) == 0 {
+				continue
+			}
+			if med("baseline_per_s") > 0 {
+				r.Ratios[strings.TrimSuffix(k, "_per_s")+"_vs_baseline"] = med(k) / med("baseline_per_s")
+			}
+			if med("claims_per_s") > 0 {
+				r.Ratios[strings.TrimSuffix(k, "_per_s")+"_vs_claims"] = med(k) / med("claims_per_s")
+			}
+			if k != first && med(first) > 0 {
+				r.Ratios[strings.TrimSuffix(k, "_per_s")+"_vs_"+strings.TrimPrefix(strings.TrimSuffix(first, "_per_s"), "scaling_"+srv+"_")] = med(k) / med(first)
+			}
+		}
 	}
 }
+
+// scaleKey is the sample key of claims/s with n workers against srv.
+func scaleKey(srv string, n int) string { return fmt.Sprintf("scaling_%s_%dw_per_s", srv, n) }
+
+var scaleServerLabels = map[string]string{"dev": "dev server", "cluster": "cluster"}
 
 // rows are printed in this order, with the target each is held to.
 var rows = []struct{ key, label, unit, target string }{
@@ -81,6 +111,14 @@ func (r *results) print(w io.Writer) {
 				fmt.Sprintf("SIGKILL, %d in flight: interrupted step redone (ms)", n), s.N, s.Min, s.Median, s.P99, s.Max, "p99 ≤ 15000")
 		}
 	}
+	for _, srv := range r.Options.scaleServers {
+		for _, n := range r.Options.scaleWorkers {
+			if s, ok := r.Summary[scaleKey(srv, n)]; ok {
+				fmt.Fprintf(w, "| %-48s | %5d | %9.1f | %9.1f | %9.1f | %9.1f | %-30s |\n",
+					fmt.Sprintf("scaling, %s: %d worker(s), PostgreSQL (/s)", scaleServerLabels[srv], n), s.N, s.Min, s.Median, s.P99, s.Max, "")
+			}
+		}
+	}
 	fmt.Fprintln(w)
 	for _, k := range []string{"claims_vs_baseline", "claims_vs_ceiling", "baseline_vs_ceiling"} {
 		if v, ok := r.Ratios[k]; ok {
@@ -97,4 +135,104 @@ func (r *results) print(w io.Writer) {
 			fmt.Fprintf(w, "kill with %d in flight: all %d done %.1f s after the SIGKILL\n", n, n, v)
 		}
 	}
+	for _, srv := range r.Options.scaleServers {
+		r.printScaling(w, srv)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+}
+
+// printScaling prints claims/s per worker count beside the baseline, the
+// CPU each part of the system used while they ran, the worker profile, and
+// what the numbers say the limit is.
+func (r *results) printScaling(w io.Writer, srv string) {
+	ws := r.Options.scaleWorkers
+	if _, ok := r.Summary[scaleKey(srv, ws[0])]; !ok {
+		return
+	}
+	cpus := r.Values["cpus"]
+	v := func(n int, name string) float64 {
+		return r.Values[fmt.Sprintf("scaling_%s_%dw_cpu_%s_cores", srv, n, name)]
+	}
+	fmt.Fprintf(w, "\nscaling against the %s, claims store on PostgreSQL (median claims/s; CPU in cores of %.0f while the measured runs ran):\n\n", scaleServerLabels[srv], cpus)
+	fmt.Fprintf(w, "| workers | claims/s | × baseline | × %d worker(s) | workers' CPU | Temporal server | PostgreSQL: claims | PostgreSQL: Temporal | bench | irq, softirq | other processes | machine busy | steal | CPU per claim: all / Temporal / workers / claims store | warnings, errors logged |\n", ws[0])
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	base := r.Summary["baseline_per_s"].Median
+	first := r.Summary[scaleKey(srv, ws[0])].Median
+	for _, n := range ws {
+		med := r.Summary[scaleKey(srv, n)].Median
+		xb := "—"
+		if base > 0 {
+			xb = fmt.Sprintf("%.2f×", med/base)
+		}
+		pgT := "—"
+		if srv == "cluster" {
+			pgT = fmt.Sprintf("%.2f", v(n, "pg_temporal"))
+		}
+		// The machine's ticks and the processes' are counted apart: a
+		// small negative remainder is rounding.
+		other := max(0, v(n, "machine_busy")-v(n, "machine_irq")-v(n, "workers")-v(n, "server")-v(n, "pg_claims")-v(n, "pg_temporal")-v(n, "bench"))
+		ms := func(name string) float64 {
+			return r.Values[fmt.Sprintf("scaling_%s_%dw_cpu_%s_ms_per_claim", srv, n, name)]
+		}
+		fmt.Fprintf(w, "| %d | %.1f | %s | %.2f× | %.2f (%.2f each) | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %.2f of %.0f (%.0f %%) | %.2f | %.0f / %.0f / %.0f / %.0f ms | %.0f |\n",
+			n, med, xb, med/first, v(n, "workers"), v(n, "workers")/float64(n), v(n, "server"), v(n, "pg_claims"), pgT,
+			v(n, "bench"), v(n, "machine_irq"), other, v(n, "machine_busy"), cpus, 100*v(n, "machine_busy")/cpus, v(n, "machine_steal"),
+			ms("machine_busy"), ms("server")+ms("pg_temporal"), ms("workers"), ms("pg_claims"),
+			r.Values[fmt.Sprintf("scaling_%s_%dw_log_problems", srv, n)])
+	}
+	for _, n := range ws {
+		prefix := fmt.Sprintf("scaling_%s_%dw_cpu_other_process_", srv, n)
+		var keys []string
+		for k := range r.Values {
+			if strings.HasPrefix(k, prefix) {
+				keys = append(keys, k)
+			}
+		}
+		sort.Slice(keys, func(i, j int) bool { return r.Values[keys[i]] > r.Values[keys[j]] })
+		var names []string
+		for _, k := range keys {
+			names = append(names, fmt.Sprintf("%s %.2f", strings.TrimSuffix(strings.TrimPrefix(k, prefix), "_cores"), r.Values[k]))
+		}
+		if len(names) > 0 {
+			fmt.Fprintf(w, "other processes at %d worker(s), busiest (cores): %s\n", n, strings.Join(names, ", "))
+		}
+	}
+	p := "scaling_" + srv + "_profile_"
+	if secs, ok := r.Values[p+"seconds"]; ok {
+		var parts []string
+		for _, c := range profileCategories {
+			if pct := r.Values[p+c.key+"_pct"]; pct >= 0.5 {
+				parts = append(parts, fmt.Sprintf("%s %.0f %%", c.label, pct))
+			}
+		}
+		fmt.Fprintf(w, "\nthe %d workers' CPU profile (%.0f s, merged): %.2f cores; %s\n", slices.Max(ws), secs, r.Values[p+"worker_cores"], strings.Join(parts, ", "))
+	}
+	// The verdict, from the largest worker count.
+	n := slices.Max(ws)
+	busy := v(n, "machine_busy") + v(n, "machine_steal")
+	parts := []struct {
+		name  string
+		cores float64
+	}{{"the Temporal server", v(n, "server")}, {"PostgreSQL (claims store)", v(n, "pg_claims")},
+		{"PostgreSQL (Temporal's)", v(n, "pg_temporal")}, {fmt.Sprintf("the %d workers", n), v(n, "workers")},
+		{"the bench (client, stripesim)", v(n, "bench")}}
+	sort.Slice(parts, func(i, j int) bool { return parts[i].cores > parts[j].cores })
+	verdict := fmt.Sprintf("not CPU-bound: the cores were %.0f %% busy, so something serialises first", 100*busy/cpus)
+	if srv == "dev" {
+		// temporalcli devserver: NumHistoryShards = 1; the server's SQLite
+		// plugin: SetMaxOpenConns(1).
+		verdict += " (the dev server keeps every workflow on one history shard and writes through one SQLite connection)"
+	}
+	if busy >= 0.85*cpus {
+		verdict = fmt.Sprintf("CPU-bound: the %.0f cores were %.0f %% busy (steal included), so more worker processes only share the same cores", cpus, 100*busy/cpus)
+	}
+	fmt.Fprintf(w, "limit at %d workers: %s; largest shares: %s %.2f cores, %s %.2f, %s %.2f", n, verdict,
+		parts[0].name, parts[0].cores, parts[1].name, parts[1].cores, parts[2].name, parts[2].cores)
+	others := v(n, "machine_busy") - v(n, "machine_irq") - v(n, "workers") - v(n, "server") - v(n, "pg_claims") - v(n, "pg_temporal") - v(n, "bench")
+	if others >= 0.1 {
+		fmt.Fprintf(w, "; processes outside the bench took %.2f cores (a shared machine)", others)
+	}
+	fmt.Fprintln(w)
 }
