@@ -656,7 +656,7 @@ func (p *profileRun) finish(res *results, key string) error {
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return fmt.Errorf("summarising the worker profiles needs the go command on PATH: %w", err)
 	}
 	out, err := exec.Command(goBin, append([]string{"tool", "pprof", "-traces"}, p.paths...)...).Output()
 	if err != nil {

@@ -373,7 +373,7 @@ func (c *Cluster) waitHistory(ctx context.Context, p *process, cl client.Client)
 	for i := range 8 * c.opts.NumHistoryShards {
 		id := fmt.Sprintf("internal-cluster-readiness-%d", i)
 		if err := c.poll(ctx, p, "the history service", func(ctx context.Context) error {
-			_, err := cl.DescribeWorkflowExecution(ctx, id, "")
+			_, err := cl.DescribeWorkflow(ctx, id, "")
 			var nf *serviceerror.NotFound
 			if err == nil || errors.As(err, &nf) {
 				return nil
