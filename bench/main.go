@@ -1,12 +1,14 @@
 // Command bench measures durableclaims against bare Temporal in one run, on
 // one dev server, with the same concurrency: the ceiling (an empty
 // workflow), the naive baseline (nine no-op regular activities), the claim
-// workflow's auto-approve path, the approval path, history per claim, worker
+// workflow's auto-approve path, the approval path, history per claim and,
+// per path, its Temporal Cloud billable actions (costs.go), worker
 // memory with claims parked, recovery after a worker is SIGKILLed, and
 // claims/s as worker processes are added on a PostgreSQL claims store, with
 // where the CPU goes (scaling.go).
 //
 //	bench [-n 300] [-concurrency 100] [-reps 3] [-parked 10000] [-inflight 1000] [-scaling-workers 1,2,4] [-scaling-servers dev,cluster] [-json var/bench/latest.json]
+//	bench -plot var/bench/latest.json   # redraw a run's SVGs (plot.go), measuring nothing
 //
 // It starts everything it needs (dev server, stripesim, PostgreSQL,
 // workers) and stops it.
@@ -106,7 +108,17 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,history,parked,kill); default all")
+	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	flag.Parse()
+	if *replot != "" {
+		files, err := redraw(*replot)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "bench: drew %s\n", strings.Join(files, ", "))
+		return
+	}
 	if o.inflight == nil {
 		o.inflight = []int{1000, 200}
 	}
@@ -214,6 +226,10 @@ func run(o options) error {
 		if err := e.history(ctx, res, fmt.Sprintf("r%d", o.reps)); err != nil {
 			return err
 		}
+		// One claim down each path: events, bytes and billable actions.
+		if err := e.costs(ctx, res); err != nil {
+			return err
+		}
 	}
 	if o.want("approval") {
 		if err := e.approvalLatency(ctx, res); err != nil {
@@ -254,6 +270,12 @@ func run(o options) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", o.jsonOut)
+		// Drawn from the file just written, as -plot redraws it later.
+		if files, err := redraw(o.jsonOut); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: drawing:", err)
+		} else {
+			fmt.Fprintf(os.Stderr, "bench: drew %s\n", strings.Join(files, ", "))
+		}
 	}
 	return nil
 }

@@ -22,6 +22,9 @@ type results struct {
 	// Notes are warnings and errors seen while measuring (the scaling
 	// workers' logs), one example per message.
 	Notes []string `json:"notes,omitempty"`
+	// Costs are one claim's events, bytes and billable actions, by path
+	// (costs.go).
+	Costs map[string]pathCost `json:"cost_per_claim,omitempty"`
 }
 
 type stat struct {
@@ -88,8 +91,8 @@ var rows = []struct{ key, label, unit, target string }{
 	{"ceiling_per_s", "ceiling: empty workflow", "/s", ""},
 	{"baseline_per_s", "baseline: 9 no-op regular activities", "/s", ""},
 	{"claims_per_s", "ClaimWorkflow, auto-approve path", "/s", "≥ 2× baseline, ≥ 0.4× ceiling"},
-	{"history_events", "history events per auto-approved claim", "", "≤ 40"},
-	{"history_bytes", "history bytes per auto-approved claim", "B", "≤ 16384"},
+	{"history_events", "history events per auto-approved claim", "", "≤ 30"},
+	{"history_bytes", "history bytes per auto-approved claim", "B", "≤ 12288 (12 KiB)"},
 	{"approve_to_transfer_ms", "approve signal → transfer committed", "ms", "p99 < 300"},
 }
 
@@ -135,6 +138,7 @@ func (r *results) print(w io.Writer) {
 			fmt.Fprintf(w, "kill with %d in flight: all %d done %.1f s after the SIGKILL\n", n, n, v)
 		}
 	}
+	r.printCosts(w)
 	for _, srv := range r.Options.scaleServers {
 		r.printScaling(w, srv)
 	}

@@ -355,35 +355,43 @@ func (e *env) killRecovery(ctx context.Context, res *results, w *proc, inflight 
 	}
 	allDone := time.Since(killed)
 	var interrupted int
+	kinds := map[string]int{} // "activity" (retried after its heartbeat stopped) or "task" (a workflow task lost)
 	key := fmt.Sprintf("kill_recovery_ms_%d_inflight", inflight)
 	for _, r := range runs {
-		gap, ok, err := e.interruptedStep(ctx, r.GetID(), killed)
+		gap, kind, ok, err := e.interruptedStep(ctx, r.GetID(), killed)
 		if err != nil {
 			return err
 		}
 		if ok {
 			interrupted++
+			kinds[kind]++
 			res.add(key, float64(gap.Milliseconds()))
 		}
 	}
+	for kind, n := range kinds {
+		res.Values[fmt.Sprintf("kill_interrupted_%s_%d_inflight", kind, inflight)] = float64(n)
+	}
 	res.Values[fmt.Sprintf("kill_interrupted_claims_%d_inflight", inflight)] = float64(interrupted)
 	res.Values[fmt.Sprintf("kill_all_done_s_%d_inflight", inflight)] = allDone.Seconds()
-	fmt.Fprintf(os.Stderr, "  kill with %d in flight: %d claims interrupted; interrupted step done again p50 %.1f s, p99 %.1f s; all done %.1f s after the kill\n",
-		inflight, interrupted, percentile(res.Samples[key], 50)/1000, percentile(res.Samples[key], 99)/1000, allDone.Seconds())
+	fmt.Fprintf(os.Stderr, "  kill with %d in flight: %d claims interrupted (%d activities, %d workflow tasks); interrupted step done again p50 %.1f s, p99 %.1f s; all done %.1f s after the kill\n",
+		inflight, interrupted, kinds["activity"], kinds["task"], percentile(res.Samples[key], 50)/1000, percentile(res.Samples[key], 99)/1000, allDone.Seconds())
 	return nil
 }
 
 // interruptedStep reports when a claim's step interrupted by a kill at t
-// completed, if the kill interrupted one.
-func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time.Duration, bool, error) {
+// completed, if the kill interrupted one, and what it was: an activity the
+// server retried after its heartbeat stopped, or a workflow task (local
+// activities included) that timed out on the dead worker.
+func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time.Duration, string, bool, error) {
 	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	retried := map[int64]bool{} // scheduled event IDs of activities retried after the kill
 	waitingTask := false        // a workflow task lost with the worker, not yet redone
 	var done time.Time
+	kind := ""
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return 0, false, err
+			return 0, "", false, err
 		}
 		at := ev.GetEventTime().AsTime()
 		switch ev.GetEventType() {
@@ -393,7 +401,7 @@ func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time
 			}
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
 			if retried[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] {
-				done = at
+				done, kind = at, "activity"
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 			if at.After(t) {
@@ -401,14 +409,14 @@ func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
 			if waitingTask {
-				waitingTask, done = false, at
+				waitingTask, done, kind = false, at, "task"
 			}
 		}
 	}
 	if done.IsZero() {
-		return 0, false, nil
+		return 0, "", false, nil
 	}
-	return done.Sub(t), true, nil
+	return done.Sub(t), kind, true, nil
 }
 
 func percentile(xs []float64, p float64) float64 {
