@@ -41,6 +41,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/cluster"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/modelsim"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
 
@@ -51,6 +52,7 @@ type options struct {
 	jsonOut, workerBin, temporal string
 	only                         string
 	serverArgs                   []string
+	modelLatency                 modelsim.Latency
 	scaleWorkers                 []int
 	scaleServers                 []string
 }
@@ -107,7 +109,12 @@ func main() {
 		}
 		return nil
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,history,parked,kill); default all")
+	flag.Func("model-latency", `how long modelsim takes to answer each call in the latency workload: "1.5s" or "1s-2s" (default 1s-2s)`, func(v string) error {
+		l, err := modelsim.ParseLatency(v)
+		o.modelLatency = l
+		return err
+	})
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill); default all")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -121,6 +128,9 @@ func main() {
 	}
 	if o.inflight == nil {
 		o.inflight = []int{1000, 200}
+	}
+	if o.modelLatency.Max == 0 {
+		o.modelLatency = modelsim.Latency{Min: time.Second, Max: 2 * time.Second}
 	}
 	if o.scaleWorkers == nil {
 		o.scaleWorkers = []int{1, 2, 4}
@@ -234,6 +244,11 @@ func run(o options) error {
 	if o.want("approval") {
 		if err := e.approvalLatency(ctx, res); err != nil {
 			return err
+		}
+	}
+	if o.want("latency") {
+		if err := e.latency(ctx, res); err != nil {
+			return fmt.Errorf("real model latency: %w", err)
 		}
 	}
 	if o.want("kill") {

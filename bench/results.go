@@ -138,6 +138,7 @@ func (r *results) print(w io.Writer) {
 			fmt.Fprintf(w, "kill with %d in flight: all %d done %.1f s after the SIGKILL\n", n, n, v)
 		}
 	}
+	r.printLatency(w)
 	r.printCosts(w)
 	for _, srv := range r.Options.scaleServers {
 		r.printScaling(w, srv)
@@ -239,4 +240,31 @@ func (r *results) printScaling(w io.Writer, srv string) {
 		fmt.Fprintf(w, "; processes outside the bench took %.2f cores (a shared machine)", others)
 	}
 	fmt.Fprintln(w)
+}
+
+// printLatency prints the real-model workload: throughput and completion
+// time against the latency floor, and the worker's slots at their tightest.
+func (r *results) printLatency(w io.Writer) {
+	c, ok := r.Summary["latency_completion_ms"]
+	if !ok {
+		return
+	}
+	f, o := r.Summary["latency_floor_ms"], r.Summary["latency_overhead_ms"]
+	fmt.Fprintf(w, "\nreal model latency: modelsim answers each call in %.1f–%.1f s, %.0f claims in flight (auto-approve path, two triage turns and the assessment):\n\n",
+		r.Values["latency_model_min_ms"]/1000, r.Values["latency_model_max_ms"]/1000, r.Values["latency_concurrency"])
+	fmt.Fprintf(w, "| measure | p50 | p99 | target |\n|---|---|---|---|\n")
+	fmt.Fprintf(w, "| claim completion, start to paid (s) | %.2f | %.2f | |\n", c.Median/1000, c.P99/1000)
+	fmt.Fprintf(w, "| latency floor: the model's own latencies on the path (s) | %.2f | %.2f | |\n", f.Median/1000, f.P99/1000)
+	fmt.Fprintf(w, "| completion minus floor: durable execution (s) | %.2f | %.2f | small beside the floor |\n", o.Median/1000, o.P99/1000)
+	fmt.Fprintf(w, "\nclaims/s %.1f; the floor allows %.1f/s at this concurrency (in flight / mean floor)\n",
+		r.Values["latency_claims_per_s"], r.Values["latency_floor_bound_per_s"])
+	var parts []string
+	for _, kind := range []string{"WorkflowWorker", "ActivityWorker", "LocalActivityWorker"} {
+		if avail, ok := r.Values["latency_slots_min_available_"+kind]; ok {
+			parts = append(parts, fmt.Sprintf("%s: at most %.0f used, at least %.0f free", kind, r.Values["latency_slots_max_used_"+kind], avail))
+		}
+	}
+	if len(parts) > 0 {
+		fmt.Fprintf(w, "worker slots during the run (target: never 0 free): %s\n", strings.Join(parts, "; "))
+	}
 }

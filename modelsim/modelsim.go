@@ -108,6 +108,8 @@ type Call struct {
 	Fault    Fault     `json:"fault,omitempty"`
 	Answered string    `json:"answered"` // tool_calls, answer, error
 	At       time.Time `json:"at"`
+	// Waited is the latency the answer was held for (Server.Latency).
+	Waited time.Duration `json:"waited_ns,omitempty"`
 }
 
 // Server is an http.Handler.
@@ -261,7 +263,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		record("error")
 		return
 	}
-	if !s.Latency.wait(r.Context()) {
+	waited, ok := s.Latency.wait(r.Context())
+	call.Waited = waited
+	if !ok {
 		record("error")
 		apiError(w, http.StatusServiceUnavailable, "server_error", "", "The answer was abandoned: the request was cancelled.")
 		return
@@ -528,10 +532,11 @@ func ParseLatency(s string) (Latency, error) {
 	return Latency{Min: minD, Max: maxD}, nil
 }
 
-// wait sleeps for one answer's latency; false if ctx ended first.
-func (l Latency) wait(ctx context.Context) bool {
+// wait sleeps for one answer's latency and says how long; false if ctx
+// ended first.
+func (l Latency) wait(ctx context.Context) (time.Duration, bool) {
 	if l.Max <= 0 {
-		return true
+		return 0, true
 	}
 	d := l.Min
 	if l.Max > l.Min {
@@ -541,8 +546,8 @@ func (l Latency) wait(ctx context.Context) bool {
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return d, true
 	case <-ctx.Done():
-		return false
+		return d, false
 	}
 }
