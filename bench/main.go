@@ -40,6 +40,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/cluster"
+	"github.com/durableclaims/durableclaims/internal/serversettings"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/modelsim"
 	"github.com/durableclaims/durableclaims/stripesim"
@@ -196,7 +197,7 @@ func run(o options) error {
 	fmt.Fprintf(os.Stderr, "bench: %s, dev server %s, %d workflows × %d reps at concurrency %d\n",
 		res.Machine, e.server.FrontendHostPort(), o.n, o.reps, o.concurrency)
 
-	_, err = e.spawn("noop-worker", e.self, []string{"noop-worker"}, nil)
+	noop, err := e.spawn("noop-worker", e.self, []string{"noop-worker"}, nil)
 	if err != nil {
 		return err
 	}
@@ -213,18 +214,43 @@ func run(o options) error {
 		}
 	}
 
+	// What each workflow costs each process, from /proc: the yardsticks
+	// run on the noop worker, the claims on the claims worker; the server
+	// and the bench (client, stripesim) serve both.
+	use := map[string]*cpuUsage{}
 	for rep := 1; rep <= o.reps; rep++ {
 		for _, w := range []workload{e.ceiling(), e.baseline(), e.autoClaims(fmt.Sprintf("r%d", rep))} {
 			if !o.want(w.key) {
 				continue
 			}
+			wp := noop
+			if w.key == "claims" {
+				wp = claims
+			}
+			groups := []cpuGroup{{name: "server", pids: []int{devServerPID()}}, {name: "worker", pids: []int{wp.cmd.Process.Pid}},
+				{name: "bench", pids: []int{os.Getpid()}}}
+			before, err := snapshot(groups)
+			if err != nil {
+				return err
+			}
 			rate, err := e.throughput(ctx, w, o.n)
 			if err != nil {
 				return fmt.Errorf("%s: %w", w.name, err)
 			}
+			after, err := snapshot(groups)
+			if err != nil {
+				return err
+			}
+			if use[w.key] == nil {
+				use[w.key] = &cpuUsage{}
+			}
+			use[w.key].add(before, after)
 			res.add(w.key+"_per_s", rate)
 			fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, w.name, rate)
 		}
+	}
+	for key, u := range use {
+		u.record(res, key, o.n*o.reps)
 	}
 	// Right after the baseline and claims measurements, on the same server.
 	if o.want("scaling") {
@@ -306,11 +332,7 @@ func (e *env) start() error {
 		LogLevel:      "error",
 		Stdout:        io.Discard,
 		Stderr:        io.Discard,
-		ExtraArgs: append([]string{
-			"--search-attribute", "ClaimStatus=Keyword",
-			"--search-attribute", "ApprovalDeadline=Datetime",
-			"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
-		}, e.o.serverArgs...),
+		ExtraArgs:     append(serversettings.DevServerArgs(), e.o.serverArgs...),
 	})
 	if err != nil {
 		return fmt.Errorf("dev server: %w", err)

@@ -39,7 +39,13 @@ func runNoopWorker() error {
 		return err
 	}
 	defer c.Close()
-	w := worker.New(c, noopQueue, worker.Options{})
+	// The claims worker's cache and pollers, so the yardsticks differ from
+	// a claim only in the workflow they run.
+	var opts worker.Options
+	if err := config.Tune(&opts); err != nil {
+		return err
+	}
+	w := worker.New(c, noopQueue, opts)
 	w.RegisterWorkflow(EmptyWorkflow)
 	w.RegisterWorkflow(NineActivities)
 	w.RegisterActivity(Noop)

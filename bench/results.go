@@ -128,6 +128,7 @@ func (r *results) print(w io.Writer) {
 			fmt.Fprintf(w, "%-22s %.2f× (medians)\n", k, v)
 		}
 	}
+	r.printCPU(w)
 	if v, ok := r.Values["rss_parked_ratio"]; ok {
 		fmt.Fprintf(w, "worker RSS: %.1f MiB idle, %.1f MiB with %.0f claims parked (%+.1f%%; target ≤ +15%%)\n",
 			r.Values["rss_idle_mib"], r.Values["rss_parked_mib"], r.Values["parked_claims"], (v-1)*100)
@@ -206,13 +207,11 @@ func (r *results) printScaling(w io.Writer, srv string) {
 	}
 	p := "scaling_" + srv + "_profile_"
 	if secs, ok := r.Values[p+"seconds"]; ok {
-		var parts []string
-		for _, c := range profileCategories {
-			if pct := r.Values[p+c.key+"_pct"]; pct >= 0.5 {
-				parts = append(parts, fmt.Sprintf("%s %.0f %%", c.label, pct))
-			}
-		}
-		fmt.Fprintf(w, "\nthe %d workers' CPU profile (%.0f s, merged): %.2f cores; %s\n", slices.Max(ws), secs, r.Values[p+"worker_cores"], strings.Join(parts, ", "))
+		fmt.Fprintf(w, "\nthe %d workers' CPU profile (%.0f s, merged): %.2f cores; %s\n", slices.Max(ws), secs, r.Values[p+"worker_cores"], r.profileShares(p, profileCategories))
+	}
+	sp := "scaling_" + srv + "_server_profile_"
+	if cores, ok := r.Values[sp+"cores"]; ok {
+		fmt.Fprintf(w, "the Temporal server's CPU profile (same window): %.2f cores; %s\n", cores, r.profileShares(sp, serverProfileCategories))
 	}
 	// The verdict, from the largest worker count.
 	n := slices.Max(ws)
@@ -267,4 +266,41 @@ func (r *results) printLatency(w io.Writer) {
 	if len(parts) > 0 {
 		fmt.Fprintf(w, "worker slots during the run (target: never 0 free): %s\n", strings.Join(parts, "; "))
 	}
+}
+
+// printCPU prints what one workflow of each throughput row cost each
+// process (CPU time from /proc over the measured repetitions): where the
+// claim path's time goes, beside the yardsticks'.
+func (r *results) printCPU(w io.Writer) {
+	var lines []string
+	for _, row := range []struct{ key, label string }{{"ceiling", "ceiling"}, {"baseline", "baseline"}, {"claims", "claims"}} {
+		server, ok := r.Values[row.key+"_cpu_server_ms_per_claim"]
+		if !ok {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %.1f | %.1f | %.1f | %.2f / %.2f / %.2f |", row.label, server,
+			r.Values[row.key+"_cpu_worker_ms_per_claim"], r.Values[row.key+"_cpu_bench_ms_per_claim"],
+			r.Values[row.key+"_cpu_server_cores"], r.Values[row.key+"_cpu_worker_cores"], r.Values[row.key+"_cpu_bench_cores"]))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nCPU per workflow (ms, from /proc over the measured repetitions) and cores while it ran:\n\n")
+	fmt.Fprintln(w, "| workload | Temporal server | worker | bench (client, stripesim) | cores: server / worker / bench |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
+}
+
+// profileShares lists a profile's categories of at least half a percent,
+// from the values finish recorded under prefix.
+func (r *results) profileShares(prefix string, cats []profileCategory) string {
+	var parts []string
+	for _, c := range cats {
+		if pct := r.Values[prefix+c.key+"_pct"]; pct >= 0.5 {
+			parts = append(parts, fmt.Sprintf("%s %.0f %%", c.label, pct))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -61,6 +61,9 @@ type scaleTarget struct {
 	address    string
 	client     client.Client
 	serverPID  func() int
+	// serverPprof is the server's /debug/pprof base URL (cluster only:
+	// the CLI's dev server serves none).
+	serverPprof string
 	// temporalPG is the server's own PostgreSQL (cluster only).
 	temporalPG *pgserver.Server
 }
@@ -122,7 +125,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 		fmt.Fprintf(os.Stderr, "  scaling: Temporal server %s on PostgreSQL started in %s at %s\n", cluster.ServerVersion,
 			time.Since(t0).Round(time.Second), c.Address())
 		return scaleTarget{key: "cluster", label: "Temporal cluster on PostgreSQL", address: c.Address(), client: cl,
-				serverPID: c.PID, temporalPG: c.Postgres()},
+				serverPID: c.PID, serverPprof: c.PprofURL(), temporalPG: c.Postgres()},
 			func() { cl.Close(); c.Stop() }, nil
 	}
 	return scaleTarget{}, nil, fmt.Errorf("-scaling-servers: unknown server %q (dev, cluster)", srv)
@@ -173,7 +176,7 @@ func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *stor
 			for rep := 1; rep <= e.o.reps; rep++ {
 				var prof *profileRun
 				if n == largest && rep == e.o.reps {
-					prof = e.startProfile(ctx, workers, t.key, e.o.n, estimate)
+					prof = e.startProfile(ctx, workers, t.serverPprof, t.key, e.o.n, estimate)
 				}
 				before, err := snapshot(groups)
 				if err != nil {
@@ -562,14 +565,16 @@ func postmasterPID(pg *pgserver.Server) int {
 // worker count runs, merged and read into where their time goes.
 
 type profileRun struct {
-	paths   []string
+	paths   []string // the workers'
+	server  string   // the server's, when it serves /debug/pprof
 	seconds int
 	done    chan error
 }
 
-// startProfile asks each worker for a CPU profile covering most of a run
-// of n claims at rate claims/s; nil when the run is too short to profile.
-func (e *env) startProfile(ctx context.Context, ws []*proc, key string, n int, rate float64) *profileRun {
+// startProfile asks each worker, and the server when serverPprof is set,
+// for a CPU profile covering most of a run of n claims at rate claims/s;
+// nil when the run is too short to profile.
+func (e *env) startProfile(ctx context.Context, ws []*proc, serverPprof, key string, n int, rate float64) *profileRun {
 	if rate <= 0 {
 		return nil
 	}
@@ -582,15 +587,20 @@ func (e *env) startProfile(ctx context.Context, ws []*proc, key string, n int, r
 	if e.o.jsonOut == "" {
 		dir = e.dir
 	}
-	p := &profileRun{seconds: secs, done: make(chan error, len(ws))}
+	p := &profileRun{seconds: secs, done: make(chan error, len(ws)+1)}
+	fetch := func(base, path string) {
+		// Skip the ramp-up: the first claims start all at once.
+		time.Sleep(time.Duration(0.1 * expected * float64(time.Second)))
+		p.done <- fetchProfile(ctx, base, secs, path)
+	}
 	for i, w := range ws {
 		path := filepath.Join(dir, fmt.Sprintf("scaling-%s-worker-%d.pprof", key, i))
 		p.paths = append(p.paths, path)
-		go func() {
-			// Skip the ramp-up: the first claims start all at once.
-			time.Sleep(time.Duration(0.1 * expected * float64(time.Second)))
-			p.done <- fetchProfile(ctx, w.metrics, secs, path)
-		}()
+		go fetch(w.metrics, path)
+	}
+	if serverPprof != "" {
+		p.server = filepath.Join(dir, fmt.Sprintf("scaling-%s-server.pprof", key))
+		go fetch(serverPprof, p.server)
 	}
 	return p
 }
@@ -627,10 +637,12 @@ func fetchProfile(ctx context.Context, base string, secs int, path string) error
 // wins: GC first (an allocation's assist is the collector's time), the
 // store and HTTP before gRPC (each is a different connection), then the
 // SDK's workflow and activity machinery, this project's code, the runtime.
-var profileCategories = []struct {
+type profileCategory struct {
 	key, label string
 	frames     []string
-}{
+}
+
+var profileCategories = []profileCategory{
 	{"gc", "garbage collection", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcDrain"}},
 	{"store", "claims store (database/sql, pgx)", []string{"database/sql.", "github.com/jackc/pgx", "durableclaims/internal/store."}},
 	{"http", "Stripe and other HTTP", []string{"github.com/stripe/stripe-go", "net/http."}},
@@ -646,7 +658,11 @@ var profileCategories = []struct {
 // pprof -traces` (the module requires no pprof parser).
 func (p *profileRun) finish(res *results, key string) error {
 	var errs []error
-	for range p.paths {
+	n := len(p.paths)
+	if p.server != "" {
+		n++
+	}
+	for range n {
 		if err := <-p.done; err != nil {
 			errs = append(errs, err)
 		}
@@ -662,7 +678,7 @@ func (p *profileRun) finish(res *results, key string) error {
 	if err != nil {
 		return fmt.Errorf("go tool pprof -traces %s: %w", strings.Join(p.paths, " "), err)
 	}
-	byCat, total := classifyTraces(out)
+	byCat, total := classifyTraces(out, profileCategories)
 	prefix := "scaling_" + key + "_profile_"
 	res.Values[prefix+"seconds"] = float64(p.seconds)
 	res.Values[prefix+"workers"] = float64(len(p.paths))
@@ -676,13 +692,47 @@ func (p *profileRun) finish(res *results, key string) error {
 		}
 	}
 	fmt.Fprintf(os.Stderr, "  the %d workers' profile (%s…, %d s): %.2f cores; %s\n", len(p.paths), p.paths[0], p.seconds, total.Seconds()/float64(p.seconds), strings.Join(parts, ", "))
+	if p.server == "" {
+		return nil
+	}
+	out, err = exec.Command(goBin, "tool", "pprof", "-traces", p.server).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof -traces %s: %w", p.server, err)
+	}
+	byCat, total = classifyTraces(out, serverProfileCategories)
+	prefix = "scaling_" + key + "_server_profile_"
+	res.Values[prefix+"cores"] = total.Seconds() / float64(p.seconds)
+	parts = parts[:0]
+	for _, c := range serverProfileCategories {
+		if total > 0 {
+			pct := 100 * byCat[c.key].Seconds() / total.Seconds()
+			res.Values[prefix+c.key+"_pct"] = pct
+			parts = append(parts, fmt.Sprintf("%s %.0f %%", c.label, pct))
+		}
+	}
+	fmt.Fprintf(os.Stderr, "  the server's profile (%s, %d s): %.2f cores; %s\n", p.server, p.seconds, total.Seconds()/float64(p.seconds), strings.Join(parts, ", "))
 	return nil
+}
+
+// serverProfileCategories sort the Temporal server's samples the same
+// way: persistence (its SQL on PostgreSQL) before the service that called
+// it, the services before the gRPC transport that delivered their calls.
+var serverProfileCategories = []profileCategory{
+	{"gc", "garbage collection", []string{"runtime.gcBgMarkWorker", "runtime.gcAssistAlloc", "runtime.bgsweep", "runtime.bgscavenge", "runtime.gcDrain"}},
+	{"persistence", "persistence (SQL on PostgreSQL)", []string{"go.temporal.io/server/common/persistence", "github.com/jackc/pgx", "database/sql.", "github.com/lib/pq"}},
+	{"history", "history service", []string{"go.temporal.io/server/service/history"}},
+	{"matching", "matching service", []string{"go.temporal.io/server/service/matching"}},
+	{"frontend", "frontend service", []string{"go.temporal.io/server/service/frontend"}},
+	{"grpc", "gRPC transport", []string{"google.golang.org/grpc"}},
+	{"server", "other server code", []string{"go.temporal.io/server/"}},
+	{"runtime", "Go runtime (scheduler, syscalls)", []string{"runtime."}},
+	{"other", "other", nil},
 }
 
 // classifyTraces reads `go tool pprof -traces` output: blocks separated by
 // "-----------+---…" lines, the first line of each "<value> <leaf frame>",
 // then one frame a line.
-func classifyTraces(out []byte) (map[string]time.Duration, time.Duration) {
+func classifyTraces(out []byte, categories []profileCategory) (map[string]time.Duration, time.Duration) {
 	byCat := map[string]time.Duration{}
 	var total time.Duration
 	var value time.Duration
@@ -694,7 +744,7 @@ func classifyTraces(out []byte) (map[string]time.Duration, time.Duration) {
 		total += value
 		cat := "other"
 	match:
-		for _, c := range profileCategories {
+		for _, c := range categories {
 			for _, want := range c.frames {
 				for _, f := range frames {
 					if strings.Contains(f, want) {

@@ -52,6 +52,7 @@ stack_up() {
   "$TEMPORAL" server start-dev --ip "${TEMPORAL_ADDRESS%:*}" --port "${TEMPORAL_ADDRESS##*:}" --ui-port "$UI_PORT" \
     --search-attribute ClaimStatus=Keyword --search-attribute ApprovalDeadline=Datetime \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
+    --dynamic-config-value matching.useNewMatcher=true \
     --log-level error >"$STACK/temporal.log" 2>&1 &
   stack_pids+=($!)
   # Ready when the search attributes are (grep without -q: with pipefail, an

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durableclaims/durableclaims/internal/serversettings"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -47,18 +48,15 @@ func (d *devServer) hostPort() string { return "127.0.0.1:" + strconv.Itoa(d.por
 // collides with another dev server on the machine) and a database file (so
 // a restart keeps every workflow).
 func (d *devServer) args() []string {
-	return []string{"server", "start-dev",
+	return append([]string{"server", "start-dev",
 		"--ip", "127.0.0.1",
 		"--port", strconv.Itoa(d.ports.frontend),
 		"--http-port", strconv.Itoa(d.ports.http),
 		"--metrics-port", strconv.Itoa(d.ports.metrics),
 		"--headless",
 		"--db-filename", filepath.Join(d.dir, "temporal.db"),
-		"--search-attribute", "ClaimStatus=Keyword",
-		"--search-attribute", "ApprovalDeadline=Datetime",
-		"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
 		"--log-level", "error",
-	}
+	}, serversettings.DevServerArgs()...)
 }
 
 // start launches the server and waits until it serves the project's search

@@ -85,17 +85,6 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		}
 		defer stop()
 	}
-	// The workflow cache keeps running claims in memory between their
-	// workflow tasks. A parked claim gains nothing from it (its next task is
-	// days away and replays a short history in microseconds), so the cache is
-	// small: memory and goroutines stay flat however many claims wait. See
-	// docs/performance.md.
-	size, err := config.Int("WORKFLOW_CACHE_SIZE", 32)
-	if err != nil || size < 0 {
-		return fmt.Errorf("WORKFLOW_CACHE_SIZE=%q: want a number of workflows", os.Getenv("WORKFLOW_CACHE_SIZE"))
-	}
-	worker.SetStickyWorkflowCacheSize(size)
-
 	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler))
 	if err != nil {
 		return err
@@ -112,7 +101,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		// Last, so innermost: it fires right around the activity itself.
 		interceptors = append(interceptors, crashes.Interceptor())
 	}
-	w := worker.New(c, queue, worker.Options{
+	opts := worker.Options{
 		Interceptors: interceptors,
 		// On SIGTERM, let running activities finish their step (within the
 		// heartbeat-bounded budget) before exiting; anything longer is retried
@@ -122,7 +111,14 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		// shared queue after this long (default 5 s): part of the recovery
 		// time after a kill.
 		StickyScheduleToStartTimeout: 2 * time.Second,
-	})
+	}
+	// The workflow cache and the pollers (WORKFLOW_CACHE_SIZE,
+	// WORKER_POLLERS): sized for claims in flight and claims parked alike.
+	// See docs/performance.md.
+	if err := config.Tune(&opts); err != nil {
+		return err
+	}
+	w := worker.New(c, queue, opts)
 	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
 	w.RegisterWorkflowWithOptions(workflows.ReconcileWorkflow, workflow.RegisterOptions{Name: workflows.ReconcileWorkflowType})

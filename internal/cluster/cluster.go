@@ -470,6 +470,10 @@ func (c *Cluster) MetricsURL() string {
 	return fmt.Sprintf("http://127.0.0.1:%d/metrics", c.ports.Metrics)
 }
 
+// PprofURL is the server's Go profiling endpoint (/debug/pprof/ under
+// it), on loopback.
+func (c *Cluster) PprofURL() string { return fmt.Sprintf("http://127.0.0.1:%d", c.ports.Pprof) }
+
 // Postgres is the PostgreSQL the server keeps its state in.
 func (c *Cluster) Postgres() *pgserver.Server { return c.pg }
 

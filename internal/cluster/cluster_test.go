@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -129,6 +130,12 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 			assert.Equal(ct, []string{id}, ids, query)
 		}, 20*time.Second, 200*time.Millisecond)
 	}
+
+	// The server serves Go's profiles on loopback (the benchmark reads them).
+	resp, err := http.Get(c.PprofURL() + "/debug/pprof/cmdline")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s/debug/pprof/cmdline", c.PprofURL())
 
 	// A tiny workflow, end to end, and SQL visibility on a custom attribute.
 	first := start("greet-first", "x")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/durableclaims/durableclaims/internal/serversettings"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -21,6 +22,7 @@ type ports struct {
 	Matching, MatchingMembership               int
 	Worker, WorkerMembership                   int
 	Metrics                                    int
+	Pprof                                      int
 }
 
 // freePorts picks n distinct free loopback ports below 32768, holding
@@ -54,7 +56,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 func newPorts() (ports, error) {
-	p, err := freePorts(10)
+	p, err := freePorts(11)
 	if err != nil {
 		return ports{}, fmt.Errorf("cluster: free ports: %w", err)
 	}
@@ -63,13 +65,13 @@ func newPorts() (ports, error) {
 		History: p[3], HistoryMembership: p[4],
 		Matching: p[5], MatchingMembership: p[6],
 		Worker: p[7], WorkerMembership: p[8],
-		Metrics: p[9],
+		Metrics: p[9], Pprof: p[10],
 	}, nil
 }
 
 // serverConfig is the server module's config/development-postgres12.yaml
 // with the ports, the database address and user, the log and the dynamic
-// config file changed, pprof off, and archival off (as in the dev server:
+// config file changed, pprof on loopback, and archival off (as in the dev server:
 // the sample's filestore archival writes under /tmp).
 var serverConfig = template.Must(template.New("development.yaml").Parse(`# Written by internal/cluster (Temporal server {{.Version}}); based on the
 # server module's config/development-postgres12.yaml.
@@ -110,7 +112,10 @@ global:
     maxJoinDuration: 30s
     broadcastAddress: "127.0.0.1"
   pprof:
-    port: 0
+    # Go's /debug/pprof on loopback: the benchmark profiles the server
+    # with it (bench/scaling.go).
+    host: "127.0.0.1"
+    port: {{.P.Pprof}}
   metrics:
     prometheus:
       framework: "tally"
@@ -182,17 +187,14 @@ dynamicConfigClient:
 // file unless Options.DynamicConfig overrides a key. Everything else keeps
 // the server's defaults.
 func DefaultDynamicConfig() map[string]any {
-	return map[string]any{
-		// The history service polls its transfer queue at 20/s per shard by
-		// default, which adds up to ~50 ms to every workflow step; every dev
-		// server in this project runs with 1000 (docs/DESIGN.md), so the
-		// real cluster does too and the numbers compare.
-		"history.transferProcessorMaxPollRPS": 1000,
-		// Visibility APIs are limited to 10/s per namespace by default; the
-		// soak and the benchmark check every claim through them. The dev
-		// server sets 100.
-		"frontend.namespaceRPS.visibility": 100,
-	}
+	// What every dev server in this project runs with, so the real
+	// cluster does too and the numbers compare.
+	dc := serversettings.DynamicConfig()
+	// Visibility APIs are limited to 10/s per namespace by default; the
+	// soak and the benchmark check every claim through them. The dev
+	// server sets 100.
+	dc["frontend.namespaceRPS.visibility"] = 100
+	return dc
 }
 
 // writeConfig writes config/development.yaml and dynamicconfig.yaml under

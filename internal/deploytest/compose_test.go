@@ -32,6 +32,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/durableclaims/durableclaims/internal/serversettings"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -590,5 +591,35 @@ func TestPublishedHostPortsAreUnique(t *testing.T) {
 			}
 			owner[key] = s.Name
 		}
+	}
+}
+
+// The compose file's Temporal server runs with the dynamic config every
+// server in this project gets (internal/serversettings), from a file it
+// mounts where DYNAMIC_CONFIG_FILE_PATH points.
+func TestTemporalDynamicConfig(t *testing.T) {
+	p := loadRepo(t)
+	tmp := service(t, p, "temporal")
+	path := env(t, tmp, "DYNAMIC_CONFIG_FILE_PATH")
+	require.NotEmpty(t, path, "temporal: DYNAMIC_CONFIG_FILE_PATH")
+	var source string
+	for _, v := range tmp.Volumes {
+		if v.Type == types.VolumeTypeBind && v.Target == filepath.Join("/etc/temporal", path) {
+			source = v.Source
+			assert.True(t, v.ReadOnly, "the dynamic config is mounted read-only")
+		}
+	}
+	require.NotEmpty(t, source, "temporal mounts nothing at /etc/temporal/%s", path)
+	raw, err := os.ReadFile(source)
+	require.NoError(t, err)
+	var file map[string][]struct {
+		Value       any            `yaml:"value"`
+		Constraints map[string]any `yaml:"constraints"`
+	}
+	require.NoError(t, decodeStrict(raw, &file), source)
+	for key, want := range serversettings.DynamicConfig() {
+		require.Len(t, file[key], 1, "%s sets %s once", source, key)
+		assert.EqualValues(t, want, file[key][0].Value, "%s: %s", source, key)
+		assert.Empty(t, file[key][0].Constraints, "%s: %s applies everywhere", source, key)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durableclaims/durableclaims/internal/serversettings"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
 
@@ -63,12 +64,7 @@ func DevServer(t testing.TB) *testsuite.DevServer {
 		LogLevel:      "error",
 		Stdout:        io.Discard,
 		Stderr:        io.Discard,
-		ExtraArgs: []string{
-			"--search-attribute", "ClaimStatus=Keyword",
-			"--search-attribute", "ApprovalDeadline=Datetime",
-			// Removes most of the history queue's poll delay on every step.
-			"--dynamic-config-value", "history.transferProcessorMaxPollRPS=1000",
-		},
+		ExtraArgs:     serversettings.DevServerArgs(),
 	})
 	require.NoError(t, err, "start the Temporal dev server")
 	t.Cleanup(func() { _ = srv.Stop() })

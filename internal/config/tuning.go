@@ -1,0 +1,67 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"go.temporal.io/sdk/worker"
+)
+
+// DefaultWorkflowCacheSize is WORKFLOW_CACHE_SIZE's default: the claims a
+// worker keeps in memory between their workflow tasks. It must cover the
+// claims in flight on one worker (a claim evicted between two steps
+// replays its whole history on the next: with 32 and 100 in flight that
+// cost the claim path 40 % of its throughput), but every parked claim
+// fills it too, at ~80 KiB each, and memory with thousands parked must
+// stay within 15 % of idle. Measured in docs/performance.md: 128 meets
+// both (+11.5 % RSS with 2,000 parked; 256 gave +22 %, 1,000 gave +80 %).
+const DefaultWorkflowCacheSize = 128
+
+// Tune applies the worker settings every worker process in this project
+// shares (bin/worker and the benchmark's yardstick worker, so the two
+// compare like for like): the process-wide workflow cache from
+// WORKFLOW_CACHE_SIZE, and pollers from WORKER_POLLERS into opts.
+//
+// WORKER_POLLERS is "auto" (the default: the SDK scales each task type's
+// pollers from 1 up to DefaultMaxPollers from how often a poll finds a
+// task; with the SDK's fixed two pollers a burst of claims waits in the
+// server's matcher while the worker has free slots), "auto:N" (up to N),
+// or a fixed number of pollers per task type.
+func Tune(opts *worker.Options) error {
+	size, err := Int("WORKFLOW_CACHE_SIZE", DefaultWorkflowCacheSize)
+	if err != nil || size < 0 {
+		return fmt.Errorf("WORKFLOW_CACHE_SIZE=%q: want a number of workflows", os.Getenv("WORKFLOW_CACHE_SIZE"))
+	}
+	worker.SetStickyWorkflowCacheSize(size)
+
+	v := Get("WORKER_POLLERS", "auto")
+	bad := fmt.Errorf("WORKER_POLLERS=%q: want \"auto\", \"auto:N\" or a number of pollers (at least 1)", v)
+	if v == "auto" || strings.HasPrefix(v, "auto:") {
+		most := DefaultMaxPollers
+		if n, ok := strings.CutPrefix(v, "auto:"); ok {
+			if most, err = strconv.Atoi(n); err != nil || most < 1 {
+				return bad
+			}
+		}
+		auto := worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+			InitialNumberOfPollers: min(2, most), MinimumNumberOfPollers: 1, MaximumNumberOfPollers: most})
+		opts.WorkflowTaskPollerBehavior, opts.ActivityTaskPollerBehavior = auto, auto
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return bad
+	}
+	fixed := worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{MaximumNumberOfPollers: n})
+	opts.WorkflowTaskPollerBehavior, opts.ActivityTaskPollerBehavior = fixed, fixed
+	return nil
+}
+
+// DefaultMaxPollers bounds WORKER_POLLERS=auto. Every open poll is a
+// goroutine and an HTTP/2 stream with its buffers: with the SDK's bound
+// (100 each for workflow, sticky and activity tasks) parking 2,000 claims
+// grew the worker from 60 to 766 goroutines and its RSS by 29 %; with 16,
+// by 10 % (docs/performance.md).
+const DefaultMaxPollers = 16

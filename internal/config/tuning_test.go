@@ -1,0 +1,53 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+)
+
+func TestTuneDefaultsToAutoscalingPollers(t *testing.T) {
+	t.Setenv("WORKER_POLLERS", "")
+	t.Setenv("WORKFLOW_CACHE_SIZE", "")
+	var opts worker.Options
+	require.NoError(t, Tune(&opts))
+	want := worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: 2, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: DefaultMaxPollers})
+	assert.Equal(t, want, opts.WorkflowTaskPollerBehavior)
+	assert.Equal(t, want, opts.ActivityTaskPollerBehavior)
+
+	t.Setenv("WORKER_POLLERS", "auto:40")
+	require.NoError(t, Tune(&opts))
+	assert.Equal(t, worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{
+		InitialNumberOfPollers: 2, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 40}), opts.WorkflowTaskPollerBehavior)
+}
+
+func TestTuneFixedPollers(t *testing.T) {
+	t.Setenv("WORKER_POLLERS", "4")
+	var opts worker.Options
+	require.NoError(t, Tune(&opts))
+	want := worker.NewPollerBehaviorSimpleMaximum(worker.PollerBehaviorSimpleMaximumOptions{MaximumNumberOfPollers: 4})
+	assert.Equal(t, want, opts.WorkflowTaskPollerBehavior)
+	assert.Equal(t, want, opts.ActivityTaskPollerBehavior)
+}
+
+func TestTuneRefusesBadValues(t *testing.T) {
+	for name, env := range map[string][2]string{
+		"pollers zero":   {"WORKER_POLLERS", "0"},
+		"pollers word":   {"WORKER_POLLERS", "many"},
+		"pollers auto:0": {"WORKER_POLLERS", "auto:0"},
+		"pollers auto:x": {"WORKER_POLLERS", "auto:x"},
+		"cache negative": {"WORKFLOW_CACHE_SIZE", "-1"},
+		"cache word":     {"WORKFLOW_CACHE_SIZE", "big"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(env[0], env[1])
+			var opts worker.Options
+			err := Tune(&opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), env[0])
+		})
+	}
+}
