@@ -2,12 +2,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/modelsim"
 	"github.com/durableclaims/durableclaims/workflows"
+	enumspb "go.temporal.io/api/enums/v1"
 )
 
 // The real-model workload: the auto-approve path through the
@@ -102,6 +104,22 @@ func (e *env) latency(ctx context.Context, res *results) error {
 	}
 	for kind, v := range slots.maximumUsed() {
 		res.Values["latency_slots_max_used_"+kind] = v
+	}
+	// Where the slowest claim's time went beyond its model calls: the
+	// longest gaps between its history events.
+	var slowest string
+	for id, took := range completions {
+		if slowest == "" || took-floor[id] > completions[slowest]-floor[slowest] {
+			slowest = id
+		}
+	}
+	if slowest != "" {
+		gaps, err := e.historyGaps(ctx, slowest, 3)
+		if err != nil {
+			return err
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("latency: the claim with the most time beyond its model calls, %s, took %.1f s against a floor of %.1f s; its longest waits: %s",
+			slowest, completions[slowest].Seconds(), floor[slowest].Seconds(), strings.Join(gaps, "; ")))
 	}
 	fmt.Fprintf(os.Stderr, "  real model latency (%s–%s a call): %d claims in %.1f s, %.1f/s; completion p50 %.1f s, p99 %.1f s; floor p50 %.1f s\n",
 		e.o.modelLatency.Min, e.o.modelLatency.Max, len(completions), wall.Seconds(), res.Values["latency_claims_per_s"],
@@ -236,4 +254,35 @@ func (s *slotSampler) maximumUsed() map[string]float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.used
+}
+
+// historyGaps returns the k longest waits between consecutive events of a
+// workflow's history, longest first: "4.0 s before WorkflowTaskTimedOut
+// (event 7)".
+func (e *env) historyGaps(ctx context.Context, id string, k int) ([]string, error) {
+	type gap struct {
+		d    time.Duration
+		what string
+	}
+	var gaps []gap
+	var prev time.Time
+	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", id, err)
+		}
+		at := ev.GetEventTime().AsTime()
+		if !prev.IsZero() {
+			name := strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")
+			gaps = append(gaps, gap{at.Sub(prev), fmt.Sprintf("%.1f s before %s (event %d)", at.Sub(prev).Seconds(), name, ev.GetEventId())})
+		}
+		prev = at
+	}
+	slices.SortFunc(gaps, func(a, b gap) int { return cmp.Compare(b.d, a.d) })
+	var out []string
+	for _, g := range gaps[:min(k, len(gaps))] {
+		out = append(out, g.what)
+	}
+	return out, nil
 }
