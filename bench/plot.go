@@ -39,7 +39,7 @@ import (
 // is removed, so no picture outlives its numbers.
 
 // panelFiles are the panels' file suffixes, in the order they are stacked.
-var panelFiles = []string{"throughput", "latency", "recovery", "cost"}
+var panelFiles = []string{"throughput", "latency", "model", "recovery", "cost"}
 
 func init() {
 	// Sans, for small labels; the SVG names it with fallbacks (sansFamily).
@@ -66,7 +66,7 @@ func redraw(jsonPath string) ([]string, error) {
 func drawResults(r *results, base string) ([]string, error) {
 	sub := runLabel(r)
 	builders := map[string]func(*results, string) (*plot.Plot, error){
-		"throughput": throughputPlot, "latency": latencyPlot, "recovery": recoveryPlot, "cost": costPlot,
+		"throughput": throughputPlot, "latency": latencyPlot, "model": modelLatencyPlot, "recovery": recoveryPlot, "cost": costPlot,
 	}
 	var plots []*plot.Plot
 	var files []string
@@ -340,16 +340,10 @@ func latencyPlot(r *results, sub string) (*plot.Plot, error) {
 	p.Y.Label.Text = "share of claims with their transfer committed"
 	p.Y.Min, p.Y.Max = 0, 1.05
 	p.X.Min = 0
-	cdf := make(plotter.XYs, 0, len(xs)+1)
-	cdf = append(cdf, plotter.XY{X: xs[0], Y: 0})
-	for i, x := range xs {
-		cdf = append(cdf, plotter.XY{X: x, Y: float64(i+1) / float64(len(xs))})
-	}
-	l, err := plotter.NewLine(cdf)
+	l, err := cdfLine(xs, blue, nil)
 	if err != nil {
 		return nil, err
 	}
-	l.StepStyle, l.Color, l.Width = plotter.PostStep, blue, vg.Points(1.5)
 	p.Add(l)
 	p.Legend.Add("approve → transfer (CDF)", l)
 	for _, q := range []struct {
@@ -368,6 +362,64 @@ func latencyPlot(r *results, sub string) (*plot.Plot, error) {
 	p.Legend.Left, p.Legend.Top = false, false
 	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
 	p.X.Max = s.max * 1.05
+	return p, nil
+}
+
+// cdfLine is the empirical CDF of xs (sorted in place) as a step line.
+func cdfLine(xs []float64, c color.Color, dashes []vg.Length) (*plotter.Line, error) {
+	sort.Float64s(xs)
+	cdf := make(plotter.XYs, 0, len(xs)+1)
+	cdf = append(cdf, plotter.XY{X: xs[0], Y: 0})
+	for i, x := range xs {
+		cdf = append(cdf, plotter.XY{X: x, Y: float64(i+1) / float64(len(xs))})
+	}
+	l, err := plotter.NewLine(cdf)
+	if err != nil {
+		return nil, err
+	}
+	l.StepStyle, l.Color, l.Width, l.Dashes = plotter.PostStep, c, vg.Points(1.5), dashes
+	return l, nil
+}
+
+// modelLatencyPlot: with a model answering in seconds, each claim's
+// completion time beside its floor (its model calls' own latencies), as
+// CDFs.
+func modelLatencyPlot(r *results, sub string) (*plot.Plot, error) {
+	done, floor := slices.Clone(r.Samples["latency_completion_ms"]), slices.Clone(r.Samples["latency_floor_ms"])
+	if len(done) == 0 || len(floor) == 0 {
+		return nil, nil
+	}
+	secs := func(ms []float64) []float64 {
+		for i := range ms {
+			ms[i] /= 1000
+		}
+		return ms
+	}
+	done, floor = secs(done), secs(floor)
+	p := newPlot(fmt.Sprintf("Real model latency: %d claims, the model answering in %.1f–%.1f s a call, %.0f in flight",
+		len(done), r.Values["latency_model_min_ms"]/1000, r.Values["latency_model_max_ms"]/1000, r.Values["latency_concurrency"]), sub)
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "share of claims"
+	p.Y.Min, p.Y.Max = 0, 1.05
+	p.X.Min = 0
+	for _, line := range []struct {
+		xs     []float64
+		name   string
+		c      color.Color
+		dashes []vg.Length
+	}{{floor, "floor: the model's own latencies on the claim's path", grey, []vg.Length{vg.Points(5), vg.Points(3)}},
+		{done, "claim completion, start to paid", blue, nil}} {
+		l, err := cdfLine(line.xs, line.c, line.dashes)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(l)
+		s := stats(line.xs)
+		p.Legend.Add(fmt.Sprintf("%s (p50 %.2f s, p99 %.2f s)", line.name, s.median, s.p99), l)
+	}
+	p.Legend.Left, p.Legend.Top = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
+	p.X.Max = slices.Max(done) * 1.05
 	return p, nil
 }
 
@@ -409,11 +461,11 @@ func recoveryPlot(r *results, sub string) (*plot.Plot, error) {
 		s := stats(secs)
 		label := fmt.Sprintf("%d claims in flight", k.n)
 		if v, ok := r.Values[fmt.Sprintf("kill_interrupted_claims_%d_inflight", k.n)]; ok {
-			label += fmt.Sprintf(", %.0f interrupted", v)
+			label += fmt.Sprintf("\n%.0f interrupted", v)
 			a, aok := r.Values[fmt.Sprintf("kill_interrupted_activity_%d_inflight", k.n)]
 			t, tok := r.Values[fmt.Sprintf("kill_interrupted_task_%d_inflight", k.n)]
 			if aok || tok {
-				label += fmt.Sprintf(" (%.0f activities, %.0f workflow tasks)", a, t)
+				label += fmt.Sprintf(": %.0f activities, %.0f workflow tasks", a, t)
 			}
 		}
 		names = append(names, fmt.Sprintf("%s\np50 %.1f s, p99 %.1f s", label, s.median, s.p99))

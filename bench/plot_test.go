@@ -52,7 +52,7 @@ func TestPlotDrawsEveryPanelFromTheJSON(t *testing.T) {
 	files, err := redraw(file)
 	require.NoError(t, err)
 	dir := filepath.Dir(file)
-	want := []string{"latest-throughput.svg", "latest-latency.svg", "latest-recovery.svg", "latest-cost.svg", "latest.svg"}
+	want := []string{"latest-throughput.svg", "latest-latency.svg", "latest-model.svg", "latest-recovery.svg", "latest-cost.svg", "latest.svg"}
 	var got []string
 	for _, f := range files {
 		got = append(got, filepath.Base(f))
@@ -63,7 +63,7 @@ func TestPlotDrawsEveryPanelFromTheJSON(t *testing.T) {
 	}
 	all, err := os.ReadFile(filepath.Join(dir, "latest.svg"))
 	require.NoError(t, err)
-	for _, text := range []string{"Throughput", "baseline median, 12.0/s", "Approve signal", "Recovery after", "Cost per claim",
+	for _, text := range []string{"Throughput", "baseline median, 12.0/s", "Approve signal", "Real model latency", "claim completion, start to paid", "Recovery after", "Cost per claim",
 		"fixture: example layout, not a measurement", "bin/bench -n 100"} {
 		assert.Contains(t, string(all), text)
 	}
