@@ -7,7 +7,7 @@
 // claims/s as worker processes are added on a PostgreSQL claims store, with
 // where the CPU goes (scaling.go).
 //
-//	bench [-n 300] [-concurrency 100] [-reps 3] [-parked 10000] [-inflight 1000] [-scaling-workers 1,2,4] [-scaling-servers dev,cluster] [-json var/bench/latest.json]
+//	bench [-n 200] [-concurrency 100] [-reps 3] [-parked 2000] [-inflight 1000] [-scaling-workers 1,2,4] [-scaling-servers dev,cluster] [-json var/bench/latest.json]
 //	bench -plot var/bench/latest.json   # redraw a run's SVGs (plot.go), measuring nothing
 //
 // It starts everything it needs (dev server, stripesim, PostgreSQL,
@@ -67,11 +67,11 @@ func main() {
 		return
 	}
 	var o options
-	flag.IntVar(&o.n, "n", 300, "workflows per throughput measurement")
+	flag.IntVar(&o.n, "n", 200, "workflows per throughput measurement")
 	flag.IntVar(&o.concurrency, "concurrency", 100, "workflows in flight at once, for every throughput workload")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each throughput measurement")
 	flag.IntVar(&o.approvals, "approvals", 50, "claims approved one at a time for the approve→transfer latency")
-	flag.IntVar(&o.parked, "parked", 10000, "claims parked for approval when measuring worker memory")
+	flag.IntVar(&o.parked, "parked", 2000, "claims parked for approval when measuring worker memory")
 	flag.Func("inflight", "claims in flight when the worker is SIGKILLed; a comma-separated list runs the kill once per value (default 1000,200)", func(v string) error {
 		o.inflight = nil
 		for _, f := range strings.Split(v, ",") {
