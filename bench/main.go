@@ -208,10 +208,13 @@ func run(o options) error {
 	ctx := context.Background()
 
 	// Warm up every path once so no measurement pays for first use.
+	lastRate := map[string]float64{}
 	for _, w := range []workload{e.ceiling(), e.baseline(), e.autoClaims("warm")} {
-		if _, err := e.throughput(ctx, w, 30); err != nil {
+		rate, err := e.throughput(ctx, w, 30)
+		if err != nil {
 			return fmt.Errorf("warm-up %s: %w", w.name, err)
 		}
+		lastRate[w.key] = rate
 	}
 
 	// What each workflow costs each process, from /proc: the yardsticks
@@ -229,6 +232,12 @@ func run(o options) error {
 			}
 			groups := []cpuGroup{{name: "server", pids: []int{devServerPID()}}, {name: "worker", pids: []int{wp.cmd.Process.Pid}},
 				{name: "bench", pids: []int{os.Getpid()}}}
+			// The claims worker's CPU profile over most of the last
+			// repetition, kept as claims-worker-0.pprof beside the JSON.
+			var prof *profileRun
+			if w.key == "claims" && rep == o.reps {
+				prof = e.startProfile(ctx, []*proc{claims}, "", "claims", o.n, lastRate["claims"])
+			}
 			before, err := snapshot(groups)
 			if err != nil {
 				return err
@@ -246,7 +255,13 @@ func run(o options) error {
 			}
 			use[w.key].add(before, after)
 			res.add(w.key+"_per_s", rate)
+			lastRate[w.key] = rate
 			fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, w.name, rate)
+			if prof != nil {
+				if err := prof.finish(res, "claims"); err != nil {
+					fmt.Fprintf(os.Stderr, "  claims worker profile: %v\n", err)
+				}
+			}
 		}
 	}
 	for key, u := range use {

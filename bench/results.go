@@ -291,6 +291,10 @@ func (r *results) printCPU(w io.Writer) {
 	for _, l := range lines {
 		fmt.Fprintln(w, l)
 	}
+	if secs, ok := r.Values["claims_profile_seconds"]; ok {
+		fmt.Fprintf(w, "\nthe claims worker's CPU profile (%.0f s of the last repetition, claims-worker-0.pprof): %.2f cores; %s\n",
+			secs, r.Values["claims_profile_worker_cores"], r.profileShares("claims_profile_", profileCategories))
+	}
 }
 
 // profileShares lists a profile's categories of at least half a percent,

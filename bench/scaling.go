@@ -176,7 +176,7 @@ func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *stor
 			for rep := 1; rep <= e.o.reps; rep++ {
 				var prof *profileRun
 				if n == largest && rep == e.o.reps {
-					prof = e.startProfile(ctx, workers, t.serverPprof, t.key, e.o.n, estimate)
+					prof = e.startProfile(ctx, workers, t.serverPprof, "scaling-"+t.key, e.o.n, estimate)
 				}
 				before, err := snapshot(groups)
 				if err != nil {
@@ -195,7 +195,7 @@ func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *stor
 				estimate = rate
 				fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, fmt.Sprintf("scaling, %s, %d worker(s)", t.key, n), rate)
 				if prof != nil {
-					if err := prof.finish(res, t.key); err != nil {
+					if err := prof.finish(res, "scaling_"+t.key); err != nil {
 						fmt.Fprintf(os.Stderr, "  scaling: worker profile: %v\n", err)
 					}
 				}
@@ -574,7 +574,7 @@ type profileRun struct {
 // startProfile asks each worker, and the server when serverPprof is set,
 // for a CPU profile covering most of a run of n claims at rate claims/s;
 // nil when the run is too short to profile.
-func (e *env) startProfile(ctx context.Context, ws []*proc, serverPprof, key string, n int, rate float64) *profileRun {
+func (e *env) startProfile(ctx context.Context, ws []*proc, serverPprof, name string, n int, rate float64) *profileRun {
 	if rate <= 0 {
 		return nil
 	}
@@ -594,12 +594,12 @@ func (e *env) startProfile(ctx context.Context, ws []*proc, serverPprof, key str
 		p.done <- fetchProfile(ctx, base, secs, path)
 	}
 	for i, w := range ws {
-		path := filepath.Join(dir, fmt.Sprintf("scaling-%s-worker-%d.pprof", key, i))
+		path := filepath.Join(dir, fmt.Sprintf("%s-worker-%d.pprof", name, i))
 		p.paths = append(p.paths, path)
 		go fetch(w.metrics, path)
 	}
 	if serverPprof != "" {
-		p.server = filepath.Join(dir, fmt.Sprintf("scaling-%s-server.pprof", key))
+		p.server = filepath.Join(dir, fmt.Sprintf("%s-server.pprof", name))
 		go fetch(serverPprof, p.server)
 	}
 	return p
@@ -656,7 +656,7 @@ var profileCategories = []profileCategory{
 
 // finish waits for the profiles and summarises them, merged, with `go tool
 // pprof -traces` (the module requires no pprof parser).
-func (p *profileRun) finish(res *results, key string) error {
+func (p *profileRun) finish(res *results, key string) error { // key: the results' prefix, e.g. scaling_dev
 	var errs []error
 	n := len(p.paths)
 	if p.server != "" {
@@ -679,7 +679,7 @@ func (p *profileRun) finish(res *results, key string) error {
 		return fmt.Errorf("go tool pprof -traces %s: %w", strings.Join(p.paths, " "), err)
 	}
 	byCat, total := classifyTraces(out, profileCategories)
-	prefix := "scaling_" + key + "_profile_"
+	prefix := key + "_profile_"
 	res.Values[prefix+"seconds"] = float64(p.seconds)
 	res.Values[prefix+"workers"] = float64(len(p.paths))
 	res.Values[prefix+"worker_cores"] = total.Seconds() / float64(p.seconds)
@@ -700,7 +700,7 @@ func (p *profileRun) finish(res *results, key string) error {
 		return fmt.Errorf("go tool pprof -traces %s: %w", p.server, err)
 	}
 	byCat, total = classifyTraces(out, serverProfileCategories)
-	prefix = "scaling_" + key + "_server_profile_"
+	prefix = key + "_server_profile_"
 	res.Values[prefix+"cores"] = total.Seconds() / float64(p.seconds)
 	parts = parts[:0]
 	for _, c := range serverProfileCategories {
