@@ -115,7 +115,7 @@ func main() {
 		o.modelLatency = l
 		return err
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill); default all")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy runs only when named); default all but anatomy")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -266,6 +266,12 @@ func run(o options) error {
 	}
 	for key, u := range use {
 		u.record(res, key, o.n*o.reps)
+	}
+	// Opt-in (-only anatomy): what each ingredient of a claim costs the server.
+	if o.only != "" && o.want("anatomy") {
+		if err := e.anatomy(ctx, res, noop); err != nil {
+			return err
+		}
 	}
 	// Right after the baseline and claims measurements, on the same server.
 	if o.want("scaling") {

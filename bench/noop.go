@@ -49,5 +49,7 @@ func runNoopWorker() error {
 	w.RegisterWorkflow(EmptyWorkflow)
 	w.RegisterWorkflow(NineActivities)
 	w.RegisterActivity(Noop)
+	w.RegisterWorkflow(AnatomyWorkflow)
+	w.RegisterActivity(Echo)
 	return w.Run(worker.InterruptCh())
 }

@@ -129,6 +129,7 @@ func (r *results) print(w io.Writer) {
 		}
 	}
 	r.printCPU(w)
+	r.printAnatomy(w)
 	if v, ok := r.Values["rss_parked_ratio"]; ok {
 		fmt.Fprintf(w, "worker RSS: %.1f MiB idle, %.1f MiB with %.0f claims parked (%+.1f%%; target ≤ +15%%)\n",
 			r.Values["rss_idle_mib"], r.Values["rss_parked_mib"], r.Values["parked_claims"], (v-1)*100)
@@ -307,4 +308,25 @@ func (r *results) profileShares(prefix string, cats []profileCategory) string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// printAnatomy prints what each ingredient of a claim added to the
+// server's and the worker's CPU per workflow (the anatomy workload).
+func (r *results) printAnatomy(w io.Writer) {
+	if _, ok := r.Values["anatomy_empty_cpu_server_ms_per_claim"]; !ok {
+		return
+	}
+	fmt.Fprintf(w, "\nanatomy of a claim's cost (the yardsticks' worker; CPU per workflow, ms):\n\n")
+	fmt.Fprintln(w, "| workflow | Temporal server | added | worker | workflows/s |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	prev := 0.0
+	for _, s := range anatomySteps {
+		k := "anatomy_" + s.key
+		server, ok := r.Values[k+"_cpu_server_ms_per_claim"]
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.1f | %+.1f | %.1f | %.1f |\n", s.name, server, server-prev, r.Values[k+"_cpu_worker_ms_per_claim"], r.Summary[k+"_per_s"].Median)
+		prev = server
+	}
 }

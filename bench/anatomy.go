@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// The anatomy workload: what each ingredient of a claim's history costs
+// the Temporal server, one added at a time to the empty workflow, each
+// run like the throughput rows (e.o.n workflows, e.o.concurrency in
+// flight) on the yardsticks' worker, with the server's CPU per workflow
+// from /proc. The ingredients are the auto-approve path's: a search
+// attribute at start, GetVersion (a marker and an upsert of
+// TemporalChangeVersion), local activities (markers in a task), a
+// search-attribute upsert, a regular activity (three events and two
+// tasks), and a claim-sized payload.
+
+// anatomyStep is one workflow of the anatomy: Ingredients run in order.
+type anatomyStep struct {
+	key, name string
+	in        AnatomyInput
+	// withStatus starts the workflow with ClaimStatus set, as a claim is.
+	withStatus bool
+}
+
+// AnatomyInput says what AnatomyWorkflow does.
+type AnatomyInput struct {
+	Version         bool
+	LocalActivities int
+	Upsert          bool
+	Activities      int
+	// PayloadBytes pads every activity's argument and result (a claim's
+	// history holds ~11 KB of payloads).
+	PayloadBytes int
+}
+
+var anatomySteps = []anatomyStep{
+	{key: "empty", name: "empty workflow"},
+	{key: "status", name: "+ ClaimStatus at start", withStatus: true},
+	{key: "version", name: "+ GetVersion", withStatus: true, in: AnatomyInput{Version: true}},
+	{key: "local8", name: "+ 8 local activities", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8}},
+	{key: "upsert", name: "+ an upsert at the end", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8, Upsert: true}},
+	{key: "act2", name: "+ 2 regular activities", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8, Upsert: true, Activities: 2}},
+	{key: "payload", name: "+ claim-sized payloads", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8, Upsert: true, Activities: 2, PayloadBytes: 1000}},
+}
+
+func AnatomyWorkflow(ctx workflow.Context, in AnatomyInput) error {
+	if in.Version {
+		_ = workflow.GetVersion(ctx, "anatomy", workflow.DefaultVersion, 1)
+	}
+	pad := strings.Repeat("x", in.PayloadBytes)
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
+	for range in.LocalActivities {
+		if err := workflow.ExecuteLocalActivity(lctx, Echo, pad).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
+	for range in.Activities {
+		if err := workflow.ExecuteActivity(actx, Echo, pad).Get(ctx, nil); err != nil {
+			return err
+		}
+	}
+	if in.Upsert {
+		return workflow.UpsertTypedSearchAttributes(ctx, workflows.ClaimStatusKey.ValueSet(workflows.StatusPaid))
+	}
+	return nil
+}
+
+// Echo returns its argument: a no-op activity with a payload each way.
+func Echo(_ context.Context, s string) (string, error) { return s, nil }
+
+// anatomy runs every step and records the server's and the worker's CPU
+// per workflow of each.
+func (e *env) anatomy(ctx context.Context, res *results, noop *proc) error {
+	fmt.Fprintf(os.Stderr, "  anatomy: the claim's ingredients one at a time (server CPU per workflow)\n")
+	for _, s := range anatomySteps {
+		opts := client.StartWorkflowOptions{TaskQueue: noopQueue}
+		if s.withStatus {
+			opts.TypedSearchAttributes = temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning))
+		}
+		w := workload{key: "anatomy_" + s.key, name: s.name, start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
+			return e.client.ExecuteWorkflow(ctx, opts, AnatomyWorkflow, s.in)
+		}}
+		if _, err := e.throughput(ctx, w, 30); err != nil { // warm-up
+			return fmt.Errorf("anatomy %s: %w", s.name, err)
+		}
+		groups := []cpuGroup{{name: "server", pids: []int{devServerPID()}}, {name: "worker", pids: []int{noop.cmd.Process.Pid}}}
+		var use cpuUsage
+		for range e.o.reps {
+			before, err := snapshot(groups)
+			if err != nil {
+				return err
+			}
+			rate, err := e.throughput(ctx, w, e.o.n)
+			if err != nil {
+				return fmt.Errorf("anatomy %s: %w", s.name, err)
+			}
+			after, err := snapshot(groups)
+			if err != nil {
+				return err
+			}
+			use.add(before, after)
+			res.add(w.key+"_per_s", rate)
+		}
+		use.record(res, w.key, e.o.n*e.o.reps)
+		fmt.Fprintf(os.Stderr, "  %-28s server %5.1f ms, worker %4.1f ms a workflow\n", s.name,
+			res.Values[w.key+"_cpu_server_ms_per_claim"], res.Values[w.key+"_cpu_worker_ms_per_claim"])
+	}
+	return nil
+}
