@@ -22,7 +22,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -412,13 +411,6 @@ func TestAdminToolsCreatesSearchAttributes(t *testing.T) {
 func TestAdminToolsScriptIsIdempotent(t *testing.T) {
 	p := loadRepo(t)
 	a := service(t, p, "temporal-admin-tools")
-	require.Equal(t, []string{"/bin/sh", "-c"}, []string(a.Entrypoint))
-	require.Len(t, a.Command, 1)
-	script := a.Command[0]
-
-	sh, err := exec.LookPath("sh")
-	require.NoError(t, err)
-	bin := t.TempDir()
 	fake := `#!/bin/sh
 echo "$*" >> "$FAKE_DIR/calls"
 case "$1 $2 $3" in
@@ -437,7 +429,6 @@ case "$1 $2 $3" in
 *) echo "unexpected: $*" >&2; exit 64 ;;
 esac
 `
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "temporal"), []byte(fake), 0o755))
 	cases := []struct {
 		name       string
 		readyAfter int
@@ -453,21 +444,8 @@ esac
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, sh, "-c", script)
-			cmd.Env = []string{
-				"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-				"FAKE_DIR=" + state,
-				"FAKE_READY_AFTER=" + strconv.Itoa(tc.readyAfter),
-				"FAKE_CREATE=" + tc.create,
-			}
-			for k, v := range a.Environment {
-				if v != nil {
-					cmd.Env = append(cmd.Env, k+"="+*v)
-				}
-			}
-			out, err := cmd.CombinedOutput()
+			out, err := runJobScript(t, a, "temporal", fake, "FAKE_DIR="+state,
+				"FAKE_READY_AFTER="+strconv.Itoa(tc.readyAfter), "FAKE_CREATE="+tc.create)
 			if tc.wantOK {
 				require.NoError(t, err, "output:\n%s", out)
 			} else {

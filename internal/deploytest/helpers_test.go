@@ -5,11 +5,15 @@ package deploytest
 
 import (
 	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
@@ -78,4 +82,28 @@ func readRepoFile(t *testing.T, rel string) []byte {
 	b, err := os.ReadFile(filepath.Join(repoRoot(t), rel))
 	require.NoError(t, err)
 	return b
+}
+
+// runJobScript runs a compose one-shot job's script (its one command,
+// under /bin/sh -c) as the job would, with a fake tool on PATH: fake is
+// the tool's shell script, written as bin/name. The job's environment
+// comes after extra. It returns the combined output.
+func runJobScript(t *testing.T, job types.ServiceConfig, name, fake string, extra ...string) ([]byte, error) {
+	t.Helper()
+	require.Equal(t, []string{"/bin/sh", "-c"}, []string(job.Entrypoint))
+	require.Len(t, job.Command, 1)
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	bin := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte(fake), 0o755))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sh, "-c", job.Command[0])
+	cmd.Env = append([]string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH")}, extra...)
+	for k, v := range job.Environment {
+		if v != nil {
+			cmd.Env = append(cmd.Env, k+"="+*v)
+		}
+	}
+	return cmd.CombinedOutput()
 }

@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -409,15 +408,9 @@ func TestMinIOServices(t *testing.T) {
 func TestMinIOSetupScriptIsIdempotent(t *testing.T) {
 	p := loadRepo(t)
 	job := service(t, p, blobSetupJob)
-	require.Equal(t, []string{"/bin/sh", "-c"}, []string(job.Entrypoint))
-	require.Len(t, job.Command, 1)
-	script := job.Command[0]
 	bucket := env(t, job, "BLOB_BUCKET")
 	user := env(t, job, "BLOB_ACCESS_KEY_ID")
 
-	sh, err := exec.LookPath("sh")
-	require.NoError(t, err)
-	bin := t.TempDir()
 	fake := `#!/bin/sh
 echo "$*" >> "$FAKE_DIR/calls"
 case "$1 $2 $3" in
@@ -444,7 +437,6 @@ case "$1 $2 $3" in
 *) echo "unexpected: $*" >&2; exit 64 ;;
 esac
 `
-	require.NoError(t, os.WriteFile(filepath.Join(bin, "mc"), []byte(fake), 0o755))
 	for _, tc := range []struct {
 		name       string
 		readyAfter int
@@ -458,22 +450,8 @@ esac
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, sh, "-c", script)
-			cmd.Env = []string{
-				"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
-				"TMPDIR=" + state,
-				"FAKE_DIR=" + state,
-				"FAKE_READY_AFTER=" + strconv.Itoa(tc.readyAfter),
-				"FAKE_ATTACH=" + tc.attach,
-			}
-			for k, v := range job.Environment {
-				if v != nil {
-					cmd.Env = append(cmd.Env, k+"="+*v)
-				}
-			}
-			out, err := cmd.CombinedOutput()
+			out, err := runJobScript(t, job, "mc", fake, "TMPDIR="+state, "FAKE_DIR="+state,
+				"FAKE_READY_AFTER="+strconv.Itoa(tc.readyAfter), "FAKE_ATTACH="+tc.attach)
 			if !tc.wantOK {
 				require.Error(t, err, "output:\n%s", out)
 				return
