@@ -90,25 +90,6 @@ func (e *env) startClaimOn(ctx context.Context, st *store.Store, c client.Client
 	return c.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, workflows.ClaimInput{Claim: cl})
 }
 
-// receipt is adjuster-17's signed approval of the request claim id waits on.
-func (e *env) receipt(ctx context.Context, id string) (approvals.Input, error) {
-	v, err := e.client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
-	if err != nil {
-		return approvals.Input{}, err
-	}
-	var s workflows.Status
-	if err := v.Get(&s); err != nil || s.Approval == nil {
-		return approvals.Input{}, fmt.Errorf("%s: no request awaiting decision (%v)", id, err)
-	}
-	r, err := approvals.NewReceipt(approvals.Receipt{Subject: e.key.Approver, ClaimID: id, RequestSHA256: s.Approval.RequestSHA256,
-		Verdict: approvals.Approve}, time.Now(), approvals.DefaultReceiptTTL)
-	if err != nil {
-		return approvals.Input{}, err
-	}
-	tok, err := approvals.Sign(e.key, r)
-	return approvals.Input{Receipt: tok}, err
-}
-
 func (e *env) autoClaims(tag string) workload {
 	return workload{key: "claims", name: "ClaimWorkflow, auto-approve path", start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
 		return e.startClaim(ctx, fmt.Sprintf("bench-%s-%05d-%d", tag, i, seq.Add(1)), "640.00")
@@ -205,7 +186,7 @@ func (e *env) approvalLatency(ctx context.Context, res *results) error {
 	time.Sleep(time.Second) // let the parking workflow tasks drain
 	for _, id := range ids {
 		committed, at := e.commits.when(string(claim.StepKey(id, claim.StepPay)))
-		receipt, err := e.receipt(ctx, id) // the approver has read the request before deciding
+		receipt, err := e.decision(ctx, id, approvals.Approve) // the approver has read the request before deciding
 		if err != nil {
 			return err
 		}
