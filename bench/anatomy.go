@@ -97,19 +97,10 @@ func (e *env) anatomy(ctx context.Context, res *results, noop *proc) error {
 		groups := []cpuGroup{{name: "server", pids: []int{devServerPID()}}, {name: "worker", pids: []int{noop.cmd.Process.Pid}}}
 		var use cpuUsage
 		for range e.o.reps {
-			before, err := snapshot(groups)
-			if err != nil {
-				return err
-			}
-			rate, err := e.throughput(ctx, w, e.o.n)
+			rate, err := e.measure(ctx, w, e.o.n, groups, &use)
 			if err != nil {
 				return fmt.Errorf("anatomy %s: %w", s.name, err)
 			}
-			after, err := snapshot(groups)
-			if err != nil {
-				return err
-			}
-			use.add(before, after)
 			res.add(w.key+"_per_s", rate)
 		}
 		use.record(res, w.key, e.o.n*e.o.reps)

@@ -238,22 +238,13 @@ func run(o options) error {
 			if w.key == "claims" && rep == o.reps {
 				prof = e.startProfile(ctx, []*proc{claims}, "", "claims", o.n, lastRate["claims"])
 			}
-			before, err := snapshot(groups)
-			if err != nil {
-				return err
-			}
-			rate, err := e.throughput(ctx, w, o.n)
-			if err != nil {
-				return fmt.Errorf("%s: %w", w.name, err)
-			}
-			after, err := snapshot(groups)
-			if err != nil {
-				return err
-			}
 			if use[w.key] == nil {
 				use[w.key] = &cpuUsage{}
 			}
-			use[w.key].add(before, after)
+			rate, err := e.measure(ctx, w, o.n, groups, use[w.key])
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
 			res.add(w.key+"_per_s", rate)
 			lastRate[w.key] = rate
 			fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, w.name, rate)

@@ -178,19 +178,10 @@ func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *stor
 				if n == largest && rep == e.o.reps {
 					prof = e.startProfile(ctx, workers, t.serverPprof, "scaling-"+t.key, e.o.n, estimate)
 				}
-				before, err := snapshot(groups)
+				rate, err := e.measure(ctx, e.scaleClaims(t, st, fmt.Sprintf("%s-%dw-r%d", t.key, n, rep)), e.o.n, groups, &use)
 				if err != nil {
 					return err
 				}
-				rate, err := e.throughput(ctx, e.scaleClaims(t, st, fmt.Sprintf("%s-%dw-r%d", t.key, n, rep)), e.o.n)
-				if err != nil {
-					return err
-				}
-				after, err := snapshot(groups)
-				if err != nil {
-					return err
-				}
-				use.add(before, after)
 				res.add(prefix+"_per_s", rate)
 				estimate = rate
 				fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, fmt.Sprintf("scaling, %s, %d worker(s)", t.key, n), rate)
@@ -401,6 +392,25 @@ func readProcStat(pid int) (procStat, error) {
 	// After comm: state(0) ppid(1) … utime(11) stime(12) cutime(13)
 	// cstime(14) … starttime(19).
 	return procStat{ppid: int(num(1)), comm: comm, start: num(19), self: num(11) + num(12), children: num(13) + num(14)}, nil
+}
+
+// measure runs w as throughput does and adds the CPU each group used
+// meanwhile to use.
+func (e *env) measure(ctx context.Context, w workload, n int, groups []cpuGroup, use *cpuUsage) (float64, error) {
+	before, err := snapshot(groups)
+	if err != nil {
+		return 0, err
+	}
+	rate, err := e.throughput(ctx, w, n)
+	if err != nil {
+		return 0, err
+	}
+	after, err := snapshot(groups)
+	if err != nil {
+		return 0, err
+	}
+	use.add(before, after)
+	return rate, nil
 }
 
 func snapshot(groups []cpuGroup) (cpuSnap, error) {
