@@ -36,6 +36,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/durableclaims/durableclaims/internal/pgserver"
+	"github.com/durableclaims/durableclaims/internal/serversettings"
 )
 
 // ServerVersion is the Temporal server this package runs: the one the
@@ -55,12 +56,19 @@ const (
 const pgUser = pgserver.User
 
 // SearchAttributes are the custom search attributes Start registers unless
-// Options.SearchAttributes says otherwise: the names workflows/names.go
-// uses (the test checks they agree).
-var SearchAttributes = map[string]enumspb.IndexedValueType{
-	"ClaimStatus":      enumspb.INDEXED_VALUE_TYPE_KEYWORD,
-	"ApprovalDeadline": enumspb.INDEXED_VALUE_TYPE_DATETIME,
-}
+// Options.SearchAttributes says otherwise: serversettings' list, the names
+// workflows/names.go uses (the test checks they agree).
+var SearchAttributes = func() map[string]enumspb.IndexedValueType {
+	out := make(map[string]enumspb.IndexedValueType, len(serversettings.SearchAttributes))
+	for name, typ := range serversettings.SearchAttributes {
+		v, err := enumspb.IndexedValueTypeFromString(typ)
+		if err != nil {
+			panic(fmt.Sprintf("serversettings: search attribute %s: %v", name, err))
+		}
+		out[name] = v
+	}
+	return out
+}()
 
 // Options tune Start. The zero value starts a PostgreSQL under dir and a
 // server with 4 history shards, logging warnings and errors.
