@@ -15,8 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
-	"github.com/durableclaims/durableclaims/internal/blobs"
-	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -131,17 +129,7 @@ func (e *env) runPaths(ctx context.Context) (map[string]string, error) {
 // for it to park and sends adjuster-17's signed decision; then checks the
 // claim ended in status want.
 func (e *env) runPath(ctx context.Context, id, amount string, opts workflows.Options, verdict approvals.Verdict, want string) error {
-	// As startClaimOn does (the photo under the claim's own folder, the
-	// claim registered first), with the claim's options.
-	ref, err := e.docs.Put(ctx, blobs.DocumentKey(id, 0, "photo.jpg"), strings.NewReader("a bench photo"))
-	if err != nil {
-		return err
-	}
-	cl := benchClaim(id, amount, claim.Document{Name: "photo.jpg", URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size})
-	if _, _, err := e.store.PutClaim(ctx, cl); err != nil {
-		return err
-	}
-	run, err := e.client.ExecuteWorkflow(ctx, workflows.StartOptions(id), workflows.WorkflowType, workflows.ClaimInput{Claim: cl, Options: opts})
+	run, err := e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, id, amount, opts)
 	if err != nil {
 		return err
 	}

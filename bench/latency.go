@@ -144,7 +144,7 @@ func (e *env) latencyRun(ctx context.Context, prefix string, n int, done func(id
 				}
 				id := fmt.Sprintf("%s%05d", prefix, i)
 				start := time.Now()
-				run, err := e.startClaimOn(ctx, e.store, e.client, latencyQueue, id, "640.00")
+				run, err := e.startClaimOn(ctx, e.store, e.client, latencyQueue, id, "640.00", workflows.Options{})
 				if err == nil {
 					err = outcome(ctx, run, workflows.StatusPaid)
 				}

@@ -133,7 +133,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 
 func (e *env) scaleClaims(t scaleTarget, st *store.Store, tag string) workload {
 	return workload{key: "scaling", name: "ClaimWorkflow, auto-approve, PostgreSQL store", start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
-		return e.startClaimOn(ctx, st, t.client, scalingQueue, fmt.Sprintf("bench-scale-%s-%05d-%d", tag, i, seq.Add(1)), "640.00")
+		return e.startClaimOn(ctx, st, t.client, scalingQueue, fmt.Sprintf("bench-scale-%s-%05d-%d", tag, i, seq.Add(1)), "640.00", workflows.Options{})
 	}, want: workflows.StatusPaid}
 }
 

@@ -69,14 +69,15 @@ func benchClaim(id, amount string, doc claim.Document) claim.Claim {
 // startClaim registers a claim in the system of record and starts it, as
 // the starter does.
 func (e *env) startClaim(ctx context.Context, id, amount string) (client.WorkflowRun, error) {
-	return e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, id, amount)
+	return e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, id, amount, workflows.Options{})
 }
 
-// startClaimOn is startClaim with the store, server and task queue given.
+// startClaimOn is startClaim with the store, server, task queue and the
+// claim's options given.
 // The photo goes into the blob store under the claim's own folder first,
 // as the starter puts it: intake refuses (dead-letters) a document outside
 // claims/<id>/.
-func (e *env) startClaimOn(ctx context.Context, st *store.Store, c client.Client, queue, id, amount string) (client.WorkflowRun, error) {
+func (e *env) startClaimOn(ctx context.Context, st *store.Store, c client.Client, queue, id, amount string, opts workflows.Options) (client.WorkflowRun, error) {
 	ref, err := e.docs.Put(ctx, blobs.DocumentKey(id, 0, "photo.jpg"), strings.NewReader("a bench photo"))
 	if err != nil {
 		return nil, err
@@ -85,9 +86,9 @@ func (e *env) startClaimOn(ctx context.Context, st *store.Store, c client.Client
 	if _, _, err := st.PutClaim(ctx, cl); err != nil {
 		return nil, err
 	}
-	opts := workflows.StartOptions(id)
-	opts.TaskQueue = queue
-	return c.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, workflows.ClaimInput{Claim: cl})
+	start := workflows.StartOptions(id)
+	start.TaskQueue = queue
+	return c.ExecuteWorkflow(ctx, start, workflows.WorkflowType, workflows.ClaimInput{Claim: cl, Options: opts})
 }
 
 func (e *env) autoClaims(tag string) workload {
