@@ -124,6 +124,7 @@ const (
 	CodeBadAmount      = "bad-amount"
 	CodeTooLarge       = "too-large"
 	CodeSameApprover   = "same-approver"
+	CodeHandedOn       = "handed-on-too-often"
 )
 
 // Refusal is why a decision was refused: a code and a sentence.

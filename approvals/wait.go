@@ -142,7 +142,8 @@ type Gate struct {
 // maxRefused bounds how many refused attempts the trail keeps in full: a
 // flood of bad signals cannot grow the workflow's state, its result or its
 // audit record past a few tens of KiB. Later ones are counted (Dropped).
-// Accepted attempts are always kept; there are at most a few per approval.
+// Accepted attempts are always kept: a decision per approver and at most
+// MaxHandoffs hand-offs per approval.
 const maxRefused = 32
 
 // Listen starts the gate: the approve and reject signals and the decide
@@ -355,9 +356,19 @@ func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	return c, g.authorise(c)
 }
 
+// MaxHandoffs bounds how often one request may be handed on. A hand-off is
+// an accepted attempt, kept in the wait's state and its history, so without
+// a bound two approvers passing a request back and forth would grow both
+// until Temporal ended the run. After that many the request is decided, or
+// escalates when its deadline passes.
+const MaxHandoffs = 8
+
 // checkHandoff: whoever hands a request on could decide it, and so could
-// the colleague it goes to.
+// the colleague it goes to; a request is handed on at most MaxHandoffs times.
 func (g *Gate) checkHandoff(c candidate, to string) error {
+	if n := len(g.current.Handoffs); n >= MaxHandoffs {
+		return refuse(CodeHandedOn, "this request has been handed on %d times already: decide it", n)
+	}
 	if err := g.authorise(candidate{approver: c.approver, verdict: Approve, amount: c.amount}); err != nil {
 		return err
 	}

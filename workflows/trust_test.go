@@ -272,3 +272,37 @@ func (s *ClaimSuite) TestHandOffToAColleague() {
 	s.Equal(96*time.Hour, a.ExpiresAt.Sub(a.RequestedAt))
 	s.Equal(StatusPaid, s.result().Status)
 }
+
+// Hand-offs are accepted attempts, so nothing else bounds them: two
+// approvers handing a request back and forth would grow the wait's state
+// and the history until Temporal ends the run. After maxHandoffs the
+// request must be decided (or left to escalate); more hand-offs are
+// refused, and the claim still completes.
+func (s *ClaimSuite) TestHandOffsAreBounded() {
+	var outcomes []*updateOutcome
+	for i := range 20 {
+		from, to := "adjuster-17", "supervisor-3"
+		if i%2 == 1 {
+			from, to = to, from
+		}
+		outcomes = append(outcomes, s.decideWith(time.Hour+time.Duration(i)*time.Minute, func() approvals.DecideInput {
+			return approvals.DecideInput{Receipt: s.receipt("inbox", from, approvals.Handoff, func(r *approvals.Receipt) { r.AssignTo = to })}
+		}))
+	}
+	var waiting Status
+	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, 2*time.Hour)
+	s.approve(3*time.Hour, "supervisor-3", nil)
+	s.start(testClaim("claim-0121", "1840.00"), Options{})
+
+	accepted := 0
+	for _, o := range outcomes {
+		if o.rejected == nil {
+			accepted++
+			continue
+		}
+		s.ErrorContains(o.rejected, "handed on")
+	}
+	s.Equal(approvals.MaxHandoffs, accepted)
+	s.Len(waiting.Approval.Handoffs, approvals.MaxHandoffs)
+	s.Equal(StatusPaid, s.result().Status)
+}
