@@ -94,7 +94,7 @@ func (e *env) anatomy(ctx context.Context, res *results, noop *proc) error {
 		if _, err := e.throughput(ctx, w, 30); err != nil { // warm-up
 			return fmt.Errorf("anatomy %s: %w", s.name, err)
 		}
-		groups := []cpuGroup{{name: "server", pids: []int{devServerPID()}}, {name: "worker", pids: []int{noop.cmd.Process.Pid}}}
+		groups := []cpuGroup{{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{noop.cmd.Process.Pid}}}
 		var use cpuUsage
 		for range e.o.reps {
 			rate, err := e.measure(ctx, w, e.o.n, groups, &use)

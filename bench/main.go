@@ -153,6 +153,7 @@ func (o options) want(name string) bool {
 type env struct {
 	dir      string
 	server   *testsuite.DevServer
+	devPID   int // the dev server's process, for its CPU time
 	client   client.Client
 	sim      *stripesim.Server
 	simURL   string
@@ -230,7 +231,7 @@ func run(o options) error {
 			if w.key == "claims" {
 				wp = claims
 			}
-			groups := []cpuGroup{{name: "server", pids: []int{devServerPID()}}, {name: "worker", pids: []int{wp.cmd.Process.Pid}},
+			groups := []cpuGroup{{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{wp.cmd.Process.Pid}},
 				{name: "bench", pids: []int{os.Getpid()}}}
 			// The claims worker's CPU profile over most of the last
 			// repetition, kept as claims-worker-0.pprof beside the JSON.
@@ -350,6 +351,7 @@ func (e *env) start() error {
 		return fmt.Errorf("dev server: %w", err)
 	}
 	e.client = e.server.Client()
+	e.devPID = devServerPID()
 
 	e.sim, err = stripesim.Open(stripesim.Config{DBPath: filepath.Join(e.dir, "stripesim.db"),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -107,7 +107,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 	switch srv {
 	case "dev":
 		return scaleTarget{key: "dev", label: "dev server", address: e.server.FrontendHostPort(), client: e.client,
-			serverPID: devServerPID}, func() {}, nil
+			serverPID: func() int { return e.devPID }}, func() {}, nil
 	case "cluster":
 		t0 := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -684,44 +684,44 @@ func (p *profileRun) finish(res *results, key string) error { // key: the result
 	if err != nil {
 		return fmt.Errorf("summarising the worker profiles needs the go command on PATH: %w", err)
 	}
-	out, err := exec.Command(goBin, append([]string{"tool", "pprof", "-traces"}, p.paths...)...).Output()
+	cores, parts, err := summarise(goBin, p.paths, profileCategories, res, key+"_profile_", p.seconds)
 	if err != nil {
-		return fmt.Errorf("go tool pprof -traces %s: %w", strings.Join(p.paths, " "), err)
+		return err
 	}
-	byCat, total := classifyTraces(out, profileCategories)
-	prefix := key + "_profile_"
-	res.Values[prefix+"seconds"] = float64(p.seconds)
-	res.Values[prefix+"workers"] = float64(len(p.paths))
-	res.Values[prefix+"worker_cores"] = total.Seconds() / float64(p.seconds)
-	var parts []string
-	for _, c := range profileCategories {
-		if total > 0 {
-			pct := 100 * byCat[c.key].Seconds() / total.Seconds()
-			res.Values[prefix+c.key+"_pct"] = pct
-			parts = append(parts, fmt.Sprintf("%s %.0f %%", c.label, pct))
-		}
-	}
-	fmt.Fprintf(os.Stderr, "  the %d workers' profile (%s…, %d s): %.2f cores; %s\n", len(p.paths), p.paths[0], p.seconds, total.Seconds()/float64(p.seconds), strings.Join(parts, ", "))
+	res.Values[key+"_profile_seconds"] = float64(p.seconds)
+	res.Values[key+"_profile_workers"] = float64(len(p.paths))
+	res.Values[key+"_profile_worker_cores"] = cores
+	fmt.Fprintf(os.Stderr, "  the %d workers' profile (%s…, %d s): %.2f cores; %s\n", len(p.paths), p.paths[0], p.seconds, cores, parts)
 	if p.server == "" {
 		return nil
 	}
-	out, err = exec.Command(goBin, "tool", "pprof", "-traces", p.server).Output()
+	cores, parts, err = summarise(goBin, []string{p.server}, serverProfileCategories, res, key+"_server_profile_", p.seconds)
 	if err != nil {
-		return fmt.Errorf("go tool pprof -traces %s: %w", p.server, err)
+		return err
 	}
-	byCat, total = classifyTraces(out, serverProfileCategories)
-	prefix = key + "_server_profile_"
-	res.Values[prefix+"cores"] = total.Seconds() / float64(p.seconds)
-	parts = parts[:0]
-	for _, c := range serverProfileCategories {
+	res.Values[key+"_server_profile_cores"] = cores
+	fmt.Fprintf(os.Stderr, "  the server's profile (%s, %d s): %.2f cores; %s\n", p.server, p.seconds, cores, parts)
+	return nil
+}
+
+// summarise merges CPU profiles with `go tool pprof -traces`, records each
+// category's share under prefix and returns the cores they used over secs
+// and the shares as text.
+func summarise(goBin string, paths []string, cats []profileCategory, res *results, prefix string, secs int) (float64, string, error) {
+	out, err := exec.Command(goBin, append([]string{"tool", "pprof", "-traces"}, paths...)...).Output()
+	if err != nil {
+		return 0, "", fmt.Errorf("go tool pprof -traces %s: %w", strings.Join(paths, " "), err)
+	}
+	byCat, total := classifyTraces(out, cats)
+	var parts []string
+	for _, c := range cats {
 		if total > 0 {
 			pct := 100 * byCat[c.key].Seconds() / total.Seconds()
 			res.Values[prefix+c.key+"_pct"] = pct
 			parts = append(parts, fmt.Sprintf("%s %.0f %%", c.label, pct))
 		}
 	}
-	fmt.Fprintf(os.Stderr, "  the server's profile (%s, %d s): %.2f cores; %s\n", p.server, p.seconds, total.Seconds()/float64(p.seconds), strings.Join(parts, ", "))
-	return nil
+	return total.Seconds() / float64(secs), strings.Join(parts, ", "), nil
 }
 
 // serverProfileCategories sort the Temporal server's samples the same

@@ -342,11 +342,11 @@ func (e *env) killRecovery(ctx context.Context, res *results, w *proc, inflight 
 	kinds := map[string]int{} // "activity" (retried after its heartbeat stopped) or "task" (a workflow task lost)
 	key := fmt.Sprintf("kill_recovery_ms_%d_inflight", inflight)
 	for _, r := range runs {
-		gap, kind, ok, err := e.interruptedStep(ctx, r.GetID(), killed)
+		gap, kind, err := e.interruptedStep(ctx, r.GetID(), killed)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if kind != "" {
 			interrupted++
 			kinds[kind]++
 			res.add(key, float64(gap.Milliseconds()))
@@ -363,10 +363,10 @@ func (e *env) killRecovery(ctx context.Context, res *results, w *proc, inflight 
 }
 
 // interruptedStep reports when a claim's step interrupted by a kill at t
-// completed, if the kill interrupted one, and what it was: an activity the
+// completed, if the kill interrupted one, and what it was ("" if none): an activity the
 // server retried after its heartbeat stopped, or a workflow task (local
 // activities included) that timed out on the dead worker.
-func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time.Duration, string, bool, error) {
+func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time.Duration, string, error) {
 	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	retried := map[int64]bool{} // scheduled event IDs of activities retried after the kill
 	waitingTask := false        // a workflow task lost with the worker, not yet redone
@@ -375,7 +375,7 @@ func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
-			return 0, "", false, err
+			return 0, "", err
 		}
 		at := ev.GetEventTime().AsTime()
 		switch ev.GetEventType() {
@@ -398,9 +398,9 @@ func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time
 		}
 	}
 	if done.IsZero() {
-		return 0, "", false, nil
+		return 0, "", nil
 	}
-	return done.Sub(t), kind, true, nil
+	return done.Sub(t), kind, nil
 }
 
 func percentile(xs []float64, p float64) float64 {
