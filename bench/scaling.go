@@ -561,15 +561,7 @@ func devServerPID() int {
 	return 0
 }
 
-func postmasterPID(pg *pgserver.Server) int {
-	b, err := os.ReadFile(filepath.Join(pg.Dir, "data", "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(line))
-	return pid
-}
+func postmasterPID(pg *pgserver.Server) int { return pgserver.PostmasterPID(pg.Dir) }
 
 // The workers' profile: a CPU profile of every worker while the largest
 // worker count runs, merged and read into where their time goes.

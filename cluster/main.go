@@ -21,12 +21,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/cluster"
+	"github.com/durableclaims/durableclaims/internal/pgserver"
 )
 
 func main() {
@@ -85,12 +85,8 @@ func run(dir, logLevel string, log *slog.Logger) error {
 // runningPostgres is the pid of a PostgreSQL still running on dir's data
 // directory (a run that was SIGKILLed leaves one behind), or 0.
 func runningPostgres(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "postgres", "data", "postmaster.pid"))
-	if err != nil {
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	if err != nil || pid <= 0 {
+	pid := pgserver.PostmasterPID(filepath.Join(dir, "postgres"))
+	if pid == 0 {
 		return 0
 	}
 	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {

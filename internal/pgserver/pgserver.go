@@ -264,3 +264,19 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
+
+// PostmasterPID is the process ID PostgreSQL wrote in the data directory
+// of the cluster under dir (Start's dir), or 0 if there is none. The file
+// outlives a crash: the process may be gone.
+func PostmasterPID(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		return 0
+	}
+	return pid
+}
