@@ -18,8 +18,6 @@ type (
 	TurnRequest   = model.TurnRequest
 	Turn          = model.Turn
 	RulesModel    = model.RulesModel
-	OpenAIConfig  = model.OpenAIConfig
-	OpenAIModel   = model.OpenAIModel
 )
 
 // The triage agent's tools (model.Tools).
@@ -33,18 +31,6 @@ const (
 // Tools lists the tools in the order they are offered.
 var Tools = model.Tools
 
-// Model error types (see model.ErrModelRateLimited and the others).
-const (
-	ErrModelRateLimited   = model.ErrModelRateLimited
-	ErrModelUnavailable   = model.ErrModelUnavailable
-	ErrModelTimeout       = model.ErrModelTimeout
-	ErrModelBadResponse   = model.ErrModelBadResponse
-	ErrModelAuth          = model.ErrModelAuth
-	ErrModelNotFound      = model.ErrModelNotFound
-	ErrModelContextLength = model.ErrModelContextLength
-	ErrModelRequest       = model.ErrModelRequest
-)
-
 // ReviewTriage is model.ReviewTriage.
 func ReviewTriage(reason string) Triage { return model.ReviewTriage(reason) }
 
@@ -52,6 +38,3 @@ func ReviewTriage(reason string) Triage { return model.ReviewTriage(reason) }
 func ReviewAssessment(coveredMinor int64, why string) Assessment {
 	return model.ReviewAssessment(coveredMinor, why)
 }
-
-// NewOpenAIModel is model.NewOpenAIModel.
-func NewOpenAIModel(cfg OpenAIConfig) (*OpenAIModel, error) { return model.NewOpenAIModel(cfg) }
