@@ -98,6 +98,12 @@ var (
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 20},
 	}
+	// effectLocal is a side effect or a record run as a local activity.
+	effectLocal = &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    30 * time.Second,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            effectRegular.RetryPolicy,
+	}
 )
 
 // plan is the checkpoint rule, row by row.
@@ -132,17 +138,9 @@ var plan = struct {
 		RetryPolicy:            modelRegular.RetryPolicy,
 	}},
 	// Keyed writes to the system of record: the close and the audit record.
-	record: stepPlan{name: "record", how: runLocal, local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 15 * time.Minute,
-		RetryPolicy:            effectRegular.RetryPolicy,
-	}},
+	record: stepPlan{name: "record", how: runLocal, local: effectLocal},
 	// The claimant's e-mail (and the audit record of runs before versionRecords).
-	sideStep: stepPlan{name: "side effect", how: runCostly, remote: effectRegular, local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout:    30 * time.Second,
-		ScheduleToCloseTimeout: 15 * time.Minute,
-		RetryPolicy:            effectRegular.RetryPolicy,
-	}},
+	sideStep: stepPlan{name: "side effect", how: runCostly, remote: effectRegular, local: effectLocal},
 }
 
 // runsLocal says which form a step takes now: local unless the plan says
