@@ -564,9 +564,8 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 	if err := onStage(ctx, hooks, a); err != nil {
 		return a, err
 	}
-	if pol.ReminderAt < 1 && hooks.Remind != nil {
-		at := now.Add(time.Duration(float64(pol.TTL) * pol.ReminderAt))
-		if done, err := g.until(ctx, a, at, w.NotAfter); done || err != nil {
+	if !a.RemindAt.IsZero() {
+		if done, err := g.until(ctx, a, a.RemindAt, w.NotAfter); done || err != nil {
 			return a, err
 		}
 		// A failed notice does not stop the clock: the failure is in history.
