@@ -98,22 +98,6 @@ func splitList(s string) []string {
 	return out
 }
 
-// isLoopback reports whether addr listens on the loopback interface only:
-// its host is "localhost" or a loopback IP (127.0.0.0/8, ::1). An empty host
-// (":8081") or an unspecified IP ("0.0.0.0", "::") means every interface,
-// and any other name resolves to whatever DNS says, so those are not.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // server is the codec HTTP handler with CORS, access control and logging
 // around the SDK's converter.NewPayloadCodecHTTPHandler.
 type server struct {

@@ -132,7 +132,7 @@ func serve(ctx context.Context, logger *slog.Logger, getenv func(string) string)
 	if len(s.tokens) == 0 {
 		// Checked before listening: not even briefly may /decode be open
 		// to the network without a token.
-		if !isLoopback(s.addr) {
+		if !config.IsLoopback(s.addr) {
 			return fmt.Errorf("%w: %s=%q is not a loopback address, and anyone who can reach it could decrypt claim data; "+
 				"set %s (comma list of bearer tokens), or listen on localhost only (e.g. %s=localhost:8081)",
 				errNoTokensBeyondLoopback, envAddr, s.addr, envAuthTokens, envAddr)

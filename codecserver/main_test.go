@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durableclaims/durableclaims/internal/codec"
+	"github.com/durableclaims/durableclaims/internal/config"
 )
 
 const (
@@ -379,7 +380,7 @@ func TestIsLoopback(t *testing.T) {
 		{"localhost", false},       // no port: not an address
 		{"", false},
 	} {
-		assert.Equal(t, tc.want, isLoopback(tc.addr), "isLoopback(%q)", tc.addr)
+		assert.Equal(t, tc.want, config.IsLoopback(tc.addr), "isLoopback(%q)", tc.addr)
 	}
 }
 

@@ -65,7 +65,7 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 		return fmt.Errorf("INBOX_URL=%q: want http(s)://host[:port]", public)
 	}
 	dev := getenv("INBOX_DEV_LOGIN") == "1"
-	if dev && !loopback(addr) {
+	if dev && !config.IsLoopback(addr) {
 		return fmt.Errorf("INBOX_DEV_LOGIN=1 lets anyone sign in as any approver: it is refused unless INBOX_ADDR is a loopback address, not %q", addr)
 	}
 	if dev && getenv("OIDC_ISSUER") != "" {
@@ -158,17 +158,4 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
-}
-
-// loopback says whether addr listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/config"
 )
 
 // The parts of the inbox that do not reach Temporal: headers, sessions,
@@ -248,10 +249,10 @@ func TestDevelopmentSignInIsRefusedOffLoopback(t *testing.T) {
 	require.ErrorContains(t, err, "loopback")
 
 	for _, addr := range []string{"localhost:8088", "127.0.0.1:0", "[::1]:8088"} {
-		assert.True(t, loopback(addr), addr)
+		assert.True(t, config.IsLoopback(addr), addr)
 	}
 	for _, addr := range []string{":8088", "0.0.0.0:8088", "example.com:80", "localhost"} {
-		assert.False(t, loopback(addr), addr)
+		assert.False(t, config.IsLoopback(addr), addr)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -143,4 +144,19 @@ func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (clie
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %q): %w", opts.HostPort, opts.Namespace, err)
 	}
 	return c, nil
+}
+
+// IsLoopback says whether addr (host:port) listens on this machine only:
+// "localhost" or a loopback IP literal. An empty host (every interface), any
+// other name (DNS decides what it is) or an address without a port is not.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
