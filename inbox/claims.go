@@ -142,7 +142,6 @@ type claimView struct {
 	Turns     []turnView
 	Documents []claim.Document
 	Terminal  bool
-	Decided   string
 }
 
 // turnView is one triage turn, and the tool calls it made.

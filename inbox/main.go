@@ -20,7 +20,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -136,7 +135,7 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 	} else {
 		logger.Warn("DEVELOPMENT SIGN-IN: anyone who reaches this address can sign in as any approver; never for production", "addr", addr)
 	}
-	if s.pages, err = parsePages(template.FuncMap{}); err != nil {
+	if s.pages, err = parsePages(); err != nil {
 		return err
 	}
 	s.routes()

@@ -167,10 +167,10 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 	s.render(w, r, status, "error", page{Title: http.StatusText(status), Problem: msg})
 }
 
-func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
+func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"inbox", "claim", "devlogin", "error"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err
 		}

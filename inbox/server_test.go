@@ -29,7 +29,7 @@ func testServer(t *testing.T, book authority.Book) (*httptest.Server, *cookies) 
 	ck, err := newCookies([]byte(strings.Repeat("k", 32)), false)
 	require.NoError(t, err)
 	s := &server{log: slog.New(slog.DiscardHandler), cookies: ck, directory: func() (authority.Book, error) { return book, nil }}
-	s.pages, err = parsePages(nil)
+	s.pages, err = parsePages()
 	require.NoError(t, err)
 	s.routes()
 	ts := httptest.NewServer(s)
@@ -203,7 +203,7 @@ func TestApproversRemovedFromTheDirectoryAreSignedOut(t *testing.T) {
 	require.NoError(t, err)
 	current := book
 	s := &server{log: slog.New(slog.DiscardHandler), cookies: ck, directory: func() (authority.Book, error) { return current, nil }}
-	s.pages, err = parsePages(nil)
+	s.pages, err = parsePages()
 	require.NoError(t, err)
 	s.routes()
 	ts := httptest.NewServer(s)
