@@ -186,7 +186,7 @@ func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int,
 	}
 	cv.CanDecide, cv.WhyNot = mayDecide(v.Approver, st)
 	cv.Terminal = st.State != workflows.StatusRunning && st.State != workflows.StatusWaiting && st.State != workflows.StatusEscalated
-	read, err := story.Read(ctx, s.temporal, s.dc, id)
+	read, err := story.ReadHistory(ctx, s.temporal, s.dc, id) // the status is queried above
 	if err != nil {
 		return cv, http.StatusBadGateway, "the claim's history cannot be read", err
 	}

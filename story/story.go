@@ -60,6 +60,24 @@ type Story struct {
 // outputs with dc (the clients' data converter: it decrypts when codec keys
 // are configured), and asks a running claim for its status.
 func Read(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (*Story, error) {
+	s, err := ReadHistory(ctx, c, dc, id)
+	if err != nil || s.Result != nil {
+		return s, err
+	}
+	s.State = "still running"
+	if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil {
+		var st workflows.Status
+		if v.Get(&st) == nil {
+			s.State = fmt.Sprintf("%s at step %d (%s)", st.State, st.Step, st.StepName)
+			s.Pending = st.Approval
+		}
+	}
+	return s, nil
+}
+
+// ReadHistory is Read without the status query, for a caller that has
+// queried it already: State and Pending stay empty while the claim runs.
+func ReadHistory(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (*Story, error) {
 	s := &Story{ClaimID: id}
 	byID := map[int64]*Step{}
 	output := func(p *commonpb.Payloads) json.RawMessage {
@@ -146,16 +164,6 @@ func Read(ctx context.Context, c client.Client, dc converter.DataConverter, id s
 			var res workflows.ClaimResult
 			if err := dc.FromPayloads(e.GetWorkflowExecutionCompletedEventAttributes().GetResult(), &res); err == nil {
 				s.Result, s.State = &res, res.Status
-			}
-		}
-	}
-	if s.Result == nil {
-		s.State = "still running"
-		if v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus); err == nil {
-			var st workflows.Status
-			if v.Get(&st) == nil {
-				s.State = fmt.Sprintf("%s at step %d (%s)", st.State, st.Step, st.StepName)
-				s.Pending = st.Approval
 			}
 		}
 	}
