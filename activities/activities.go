@@ -49,6 +49,12 @@ type Activities struct {
 	// InboxURL is the adjuster inbox's public address: reminders and
 	// escalations link to the claim's page there.
 	InboxURL string
+	// Runs tells this worker's own runs from anyone else's (authority.go).
+	Runs Runs
+
+	// callerFn, when set, replaces the activity's info as the caller
+	// (tests: the test activity environment names no claim's run).
+	callerFn func(context.Context) (Caller, bool)
 }
 
 // Error types the workflow and operators branch on. Each is non-retryable:

@@ -70,6 +70,9 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	if err := requireKey(in.Key); err != nil {
 		return TurnResult{}, err
 	}
+	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
+		return TurnResult{}, err // the insurer's model is not anyone's to spend
+	}
 	msgs, err := a.loadConversation(ctx, in.Conversation)
 	if err != nil {
 		return TurnResult{}, err
@@ -182,11 +185,18 @@ type ToolResult struct {
 // MaxToolResultBytes bounds what one tool answers (document text is cut).
 const MaxToolResultBytes = 1500
 
-// CallTool runs one tool the triage agent asked for.
+// CallTool runs one tool the triage agent asked for, for the run that owns
+// the claim, within the claim's own scope as the system of record holds it
+// (never the scope the input names).
 func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, error) {
 	if err := requireKey(in.Key); err != nil {
 		return ToolResult{}, err
 	}
+	rec, _, err := a.forClaim(ctx, in.Scope.ClaimID)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	in.Scope = ScopeOf(rec.Claim)
 	content, err := a.tool(ctx, in)
 	res := ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Meta: meta(ctx)}
 	var refused *toolRefusal

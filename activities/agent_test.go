@@ -81,7 +81,7 @@ func TestLongConversationsGoToTheBlobStoreByReference(t *testing.T) {
 	a := newActivities(t, nil)
 	docs := withBlobs(t, a)
 	a.TranscriptInlineMax = 300
-	c := sampleClaim(t)
+	c := registered(t, a, sampleClaim(t))
 	key := claim.StepKey(c.ID, claim.StepTriage)
 
 	t1, err := run[TurnResult](t, a, a.TriageTurn, TurnInput{Key: key.Sub("turn1"), Claim: c, Turn: 1})
@@ -110,7 +110,7 @@ func TestLongConversationsGoToTheBlobStoreByReference(t *testing.T) {
 // activity and the workflow carry on.
 func TestToolsRefuseWhatIsNotTheClaims(t *testing.T) {
 	a := newActivities(t, nil)
-	c := sampleClaim(t)
+	c := registered(t, a, sampleClaim(t))
 	key := claim.StepKey(c.ID, claim.StepTriage).Sub("turn1")
 	for _, tc := range []struct {
 		call ToolCall
@@ -134,7 +134,7 @@ func TestToolsRefuseWhatIsNotTheClaims(t *testing.T) {
 // and the same key with another signal is a conflict, never a second flag.
 func TestFraudFlagsAreIdempotent(t *testing.T) {
 	a := newActivities(t, nil)
-	c := sampleClaim(t)
+	c := registered(t, a, sampleClaim(t))
 	key := claim.StepKey(c.ID, claim.StepTriage).Sub("turn2").Sub(ToolFlagFraudSignal)
 	call := ToolCall{ID: "1", Name: ToolFlagFraudSignal, Arguments: `{"signal":"round-amount","note":"n"}`}
 	for range 2 {

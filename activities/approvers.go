@@ -21,8 +21,13 @@ type OpenApprovalResult struct {
 	Meta
 }
 
-// OpenApproval reads the approver directory for a new approval request.
+// OpenApproval reads the approver directory for a new approval request of
+// the run that owns the claim: who may decide, their limits, addresses and
+// keys are the insurer's, not anyone's who asks.
 func (a *Activities) OpenApproval(ctx context.Context, in OpenApprovalInput) (OpenApprovalResult, error) {
+	if _, _, err := a.forClaim(ctx, in.ClaimID); err != nil {
+		return OpenApprovalResult{}, err
+	}
 	d, err := authority.Load(a.ApproversFile)
 	if err != nil {
 		// Retryable: fixing the file lets the claim carry on.

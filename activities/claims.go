@@ -57,17 +57,36 @@ const ErrNotRegistered = "ClaimNotRegistered"
 // hold is refused (the starter, or an intake API, registers claims; a
 // workflow started by hand does not). The record wins over the input: it
 // may have been amended since the start.
+//
+// Intake is where a claim is bound to its run, so it runs only as a local
+// activity of this worker's own claim workflow, for the claim the workflow
+// is named after: called as a regular activity, by anyone's workflow, it
+// refuses and reads nothing. A closed claim is refused (ErrClaimClosed): a
+// new run for it ends at once.
 func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClaimResult, error) {
+	c, ok := a.caller(ctx)
+	switch {
+	case !ok || !c.Local:
+		return LoadClaimResult{}, a.refuse(ctx, c, in.Claim.ID, "not-local", ErrForeignRun,
+			"LoadClaim runs only inside the claim workflow of this worker, as a local activity; nothing was read")
+	case c.WorkflowID != in.Claim.ID:
+		return LoadClaimResult{}, a.refuse(ctx, c, in.Claim.ID, "other-claim", ErrForeignRun,
+			"LoadClaim: workflow %s reads only its own claim, not %s", c.WorkflowID, in.Claim.ID)
+	}
 	if err := in.Claim.Validate(); err != nil {
 		return LoadClaimResult{}, invalid("%v", err)
 	}
-	rec, err := a.Store.GetClaim(ctx, in.Claim.ID)
-	if errors.Is(err, store.ErrNotFound) {
+	rec, err := a.Store.TakeClaim(ctx, in.Claim.ID, c.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return LoadClaimResult{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("claim %s is not registered in the claims system of record: register it with the starter; nothing was done", in.Claim.ID),
 			ErrNotRegistered, nil)
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrClosed):
+		return LoadClaimResult{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("claim %s is closed (%s): its outcome is recorded, and no run takes it again; nothing was done", in.Claim.ID, rec.Status),
+			ErrClaimClosed, nil)
+	case err != nil:
 		return LoadClaimResult{}, err
 	}
 	texts, err := a.checkDocuments(ctx, rec.Claim)
@@ -80,7 +99,7 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	if ok {
 		res.Policy = &p
 	}
-	if res.Review, err = a.review(ctx, rec.Claim, res.Policy, texts); err != nil {
+	if res.Review, err = a.review(ctx, rec.Claim, res.Policy, texts, time.Time{}); err != nil {
 		return LoadClaimResult{}, err
 	}
 	if len(in.Keys) > 0 {
@@ -117,9 +136,11 @@ type ExclusionHit struct {
 // MaxScannedText is how much of each text document the rules read.
 const MaxScannedText = 64 << 10
 
-func (a *Activities) review(ctx context.Context, c claim.Claim, p *claim.Policy, texts []string) (*Review, error) {
+// review reads what the review rules weigh; prior claims count those
+// registered before until (zero: any time).
+func (a *Activities) review(ctx context.Context, c claim.Claim, p *claim.Policy, texts []string, until time.Time) (*Review, error) {
 	since := time.Now().Add(-time.Duration(a.Rules.PriorClaimsWindow))
-	n, err := a.Store.CountPriorClaims(ctx, c.ID, c.Claimant.Email, c.Claimant.StripeAccount, since)
+	n, err := a.Store.CountPriorClaims(ctx, c.ID, c.Claimant.Email, c.Claimant.StripeAccount, since, until)
 	if err != nil {
 		return nil, err
 	}
@@ -160,9 +181,19 @@ type CloseResult struct {
 	Meta
 }
 
-// CloseClaim is step 8: record the outcome in the system of record, once.
+// CloseClaim is step 8: record the outcome in the system of record, once,
+// for the run that owns the claim. An outcome needs its facts: paid needs
+// the claim's payout paid by that transfer, withdrawn a claim the store
+// says was withdrawn.
 func (a *Activities) CloseClaim(ctx context.Context, in CloseInput) (CloseResult, error) {
 	if err := requireKey(in.Key); err != nil {
+		return CloseResult{}, err
+	}
+	rec, c, err := a.forClaim(ctx, in.ClaimID)
+	if err != nil {
+		return CloseResult{}, err
+	}
+	if err := a.outcomeHolds(ctx, c, rec, in.Outcome, in.TransferID, in.PayoutMinor); err != nil {
 		return CloseResult{}, err
 	}
 	replayed, closedAt, err := a.Store.CloseClaim(ctx, in.ClaimID, in.Key, in.Outcome, in.TransferID, in.PayoutMinor)
@@ -200,6 +231,9 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	}
 	if !json.Valid(in.Record) {
 		return AuditResult{}, invalid("audit record for %s is not JSON", in.ClaimID)
+	}
+	if _, _, err := a.forClaim(ctx, in.ClaimID); err != nil {
+		return AuditResult{}, err
 	}
 	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
 	if errors.Is(err, store.ErrConflict) {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -19,19 +18,12 @@ import (
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
-// run executes one activity method with a real activity context.
+// run executes one activity method with a real activity context, as a
+// local activity of the claim workflow of the claim its input names (the
+// test environment's own info names no claim's run).
 func run[T any](t *testing.T, a *Activities, fn any, in any) (T, error) {
 	t.Helper()
-	var ts testsuite.WorkflowTestSuite
-	env := ts.NewTestActivityEnvironment()
-	env.RegisterActivity(a)
-	var out T
-	v, err := env.ExecuteActivity(fn, in)
-	if err != nil {
-		return out, err
-	}
-	require.NoError(t, v.Get(&out))
-	return out, nil
+	return as[T](t, a, runOf(claimOf(t, in), testRun, true), fn, in)
 }
 
 func sampleClaim(t *testing.T) claim.Claim {
@@ -64,6 +56,8 @@ func (c *crashAfterSend) Send(ctx context.Context, m Email) error {
 
 func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	a := newActivities(t, nil)
+	registered(t, a, sampleClaim(t))
+	paidOut(t, a, "claim-0042", 184000, "tr_1")
 	spool := a.Mailer.(SpoolMailer)
 	a.Mailer = &crashAfterSend{Mailer: spool, armed: true}
 	in := NotifyInput{Key: "claim-0042:step7", ClaimID: "claim-0042", To: "ada@example.com", Name: "Ada",
@@ -189,6 +183,7 @@ func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
 	require.NotNil(t, loaded.Rules, "the worker's policy is recorded with intake")
 	assert.Equal(t, "750", loaded.Rules.AutoApproveLimit)
 
+	paidOut(t, a, c.ID, 184000, "tr_1")
 	close := CloseInput{Key: "claim-0042:step8", ClaimID: c.ID, Outcome: "paid", TransferID: "tr_1", PayoutMinor: 184000}
 	r, err := run[CloseResult](t, a, a.CloseClaim, close)
 	require.NoError(t, err)
@@ -232,7 +227,7 @@ func TestLoadRefusesInvalidClaimsAndKnowsUnknownPolicies(t *testing.T) {
 
 func TestModelCallsAreLedgered(t *testing.T) {
 	a := newActivities(t, nil)
-	c := sampleClaim(t)
+	c := registered(t, a, sampleClaim(t))
 	tr, err := run[TriageResult](t, a, a.TriageClaim, TriageInput{Key: "claim-0042:step2", Claim: c})
 	require.NoError(t, err)
 	assert.Equal(t, "water-damage", tr.Output.Category)
@@ -295,7 +290,7 @@ func TestTranscriptsOverTheThresholdGoToTheBlobStore(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { docs.Close() })
 	a.Blobs = docs
-	c := sampleClaim(t)
+	c := registered(t, a, sampleClaim(t))
 
 	small, err := run[TriageResult](t, a, a.TriageClaim, TriageInput{Key: "claim-0042:step2", Claim: c})
 	require.NoError(t, err)
@@ -317,6 +312,10 @@ func TestTranscriptsOverTheThresholdGoToTheBlobStore(t *testing.T) {
 // signals), none of it reaches the claimant.
 func TestClaimantEmailsTellTheOutcomeNotOurInternals(t *testing.T) {
 	a := newActivities(t, nil)
+	registered(t, a, sampleClaim(t))
+	paidOut(t, a, "claim-0042", 184000, "tr_1")
+	_, err := a.Store.Withdraw(context.Background(), "claim-0042")
+	require.NoError(t, err)
 	for outcome, want := range map[string]string{
 		"rejected":  "We are unable to pay your claim claim-0042.",
 		"expired":   "could not complete the review",
@@ -328,6 +327,8 @@ func TestClaimantEmailsTellTheOutcomeNotOurInternals(t *testing.T) {
 			Reason: "rejected by adjuster-17: fraud score 95 (pressure-language); the model's rationale: invoice looks altered"}
 		if outcome == "paid" {
 			in.TransferID = "tr_1"
+		} else {
+			in.PayoutMinor = 0
 		}
 		r, err := run[NotifyResult](t, a, a.NotifyClaimant, in)
 		require.NoError(t, err)
@@ -343,6 +344,7 @@ func TestClaimantEmailsTellTheOutcomeNotOurInternals(t *testing.T) {
 // Reminders and escalations link to the claim's page in the inbox.
 func TestApprovalNoticesLinkToTheInbox(t *testing.T) {
 	a := newActivities(t, nil)
+	registered(t, a, sampleClaim(t))
 	a.InboxURL = "https://inbox.insurer.example/"
 	r, err := run[NotifyResult](t, a, a.EscalateApproval, NoticeInput{Key: "claim-0042:step5:escalate", ClaimID: "claim-0042",
 		Amount: "1840.00", Currency: "usd", RequestSHA256: strings.Repeat("ab", 32), Deadline: time.Now()})

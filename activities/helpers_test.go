@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,8 +12,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/stripesim"
 )
@@ -43,6 +47,7 @@ const (
 	failBefore           // 500 without reaching Stripe: nothing committed
 	failAfter            // Stripe commits, the client sees a 500
 	dropConnection       // Stripe commits, the connection dies before the answer
+	refuseRequest        // Stripe refuses the request: 400, nothing committed
 )
 
 func newFakeStripe(t *testing.T) *fakeStripe {
@@ -70,6 +75,10 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	case next == failBefore:
 		rec.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(rec, `{"error":{"type":"api_error","message":"injected: before commit"}}`)
+	case next == refuseRequest:
+		rec.Header().Set("Content-Type", "application/json")
+		rec.WriteHeader(http.StatusBadRequest)
+		io.WriteString(rec, `{"error":{"type":"invalid_request_error","code":"resource_missing","param":"destination","message":"No such destination: 'acct_1Ada'"}}`)
 	case hide:
 		rec.Header().Set("Content-Type", "application/json")
 		io.WriteString(rec, `{"object":"list","data":[],"has_more":false,"url":"/v1/transfers"}`)
@@ -125,11 +134,85 @@ func newActivities(t *testing.T, f *fakeStripe) *Activities {
 	policies, err := LoadPolicies("")
 	require.NoError(t, err)
 	a := &Activities{Store: st, Model: RulesModel{}, Mailer: SpoolMailer{Dir: filepath.Join(t.TempDir(), "mail")},
-		Policies: policies, From: "claims@test", Supervisors: "sup@test"}
+		Policies: policies, From: "claims@test", Supervisors: "sup@test", Rules: insurer.Defaults()}
 	if f != nil {
 		a.Stripe = NewStripeClient(StripeConfig{APIBase: f.srv.URL})
 	}
+	server := &fakeRuns{runs: map[string]RunFacts{}}
+	a.Runs = Runs{TaskQueue: "claims", ClaimWorkflow: "ClaimWorkflow", ReconcileWorkflow: "ReconcileWorkflow", Describe: server.describe}
+	fakes.Store(a, server)
 	return a
+}
+
+// fakeRuns is what the Temporal server knows of runs, for the tests.
+type fakeRuns struct {
+	mu   sync.Mutex
+	runs map[string]RunFacts // by workflow ID and run ID
+}
+
+var fakes sync.Map // *Activities → *fakeRuns
+
+func runs(a *Activities) *fakeRuns {
+	f, _ := fakes.Load(a)
+	return f.(*fakeRuns)
+}
+
+// start records a running workflow of type on the claims task queue, and
+// returns the caller its regular activities see.
+func (f *fakeRuns) start(id, runID, typ string) func(context.Context) (Caller, bool) {
+	f.mu.Lock()
+	f.runs[id+"/"+runID] = RunFacts{WorkflowType: typ, TaskQueue: "claims", Running: true}
+	f.mu.Unlock()
+	return func(ctx context.Context) (Caller, bool) {
+		c, ok := runOf(id, runID, false)(ctx)
+		c.WorkflowType = typ
+		return c, ok
+	}
+}
+
+func (f *fakeRuns) describe(_ context.Context, id, runID string) (RunFacts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.runs[id+"/"+runID], nil
+}
+
+// testRun is the run ID the tests' claim workflows have.
+const testRun = "run-test"
+
+// runOf is the caller an activity of run runID of claim id's workflow sees.
+func runOf(id, runID string, local bool) func(context.Context) (Caller, bool) {
+	return func(ctx context.Context) (Caller, bool) {
+		c := Caller{Namespace: "default", WorkflowID: id, RunID: runID, WorkflowType: "ClaimWorkflow", Local: local}
+		if activity.IsActivity(ctx) {
+			info := activity.GetInfo(ctx)
+			c.ActivityType, c.ActivityID = info.ActivityType.Name, info.ActivityID
+		}
+		return c, true
+	}
+}
+
+// claimOf finds the claim an activity's input names.
+func claimOf(t *testing.T, in any) string {
+	t.Helper()
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	var v struct {
+		ClaimID string `json:"claim_id"`
+		Claim   struct {
+			ID string `json:"claim_id"`
+		} `json:"claim"`
+		Scope struct {
+			ClaimID string `json:"claim_id"`
+		} `json:"scope"`
+	}
+	require.NoError(t, json.Unmarshal(b, &v))
+	for _, id := range []string{v.ClaimID, v.Claim.ID, v.Scope.ClaimID} {
+		if id != "" {
+			return id
+		}
+	}
+	t.Fatalf("no claim in %s", b)
+	return ""
 }
 
 func payInput(id string, minor int64) PayInput {
@@ -142,4 +225,39 @@ func stripesimHooks(block func()) stripesim.Hooks {
 		return stripesim.Hooks{}
 	}
 	return stripesim.Hooks{BeforeCommit: func(*http.Request, string) error { block(); return nil }}
+}
+
+// registerFor registers claim id (once) for Ada's payout account, claiming
+// minor on policy pol-1001, and binds it to runID.
+func registerFor(t *testing.T, a *Activities, id string, minor int64, runID string) claim.Claim {
+	t.Helper()
+	c := claim.Claim{ID: id, PolicyID: "pol-1001", AmountMinor: minor, Currency: "usd", Description: "A burst pipe flooded the kitchen overnight",
+		Claimant: claim.Claimant{Name: "Ada Lovelace", Email: "ada@example.com", StripeAccount: "acct_1Ada"}}
+	ctx := context.Background()
+	if _, err := a.Store.GetClaim(ctx, id); err != nil {
+		_, _, err := a.Store.PutClaim(ctx, c)
+		require.NoError(t, err)
+	}
+	_, err := a.Store.TakeClaim(ctx, id, runID)
+	require.NoError(t, err)
+	return c
+}
+
+// registered puts c in the system of record as it is, and returns it.
+func registered(t *testing.T, a *Activities, c claim.Claim) claim.Claim {
+	t.Helper()
+	_, _, err := a.Store.PutClaim(context.Background(), c)
+	require.NoError(t, err)
+	return c
+}
+
+// paidOut records that claim id's payout was paid by transfer, as step 6
+// records it.
+func paidOut(t *testing.T, a *Activities, id string, minor int64, transfer string) {
+	t.Helper()
+	ctx := context.Background()
+	key := claim.StepKey(id, claim.StepPay)
+	_, err := a.Store.ReservePayout(ctx, store.Payout{ClaimID: id, Key: key, RunID: testRun, AmountMinor: minor, Currency: "usd", Destination: "acct_1Ada"})
+	require.NoError(t, err)
+	require.NoError(t, a.Store.MarkPaid(ctx, id, key, transfer))
 }

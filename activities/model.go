@@ -57,6 +57,9 @@ func (a *Activities) TriageClaim(ctx context.Context, in TriageInput) (TriageRes
 	if err := requireKey(in.Key); err != nil {
 		return TriageResult{}, err
 	}
+	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
+		return TriageResult{}, err
+	}
 	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return a.Model.Triage(ctx, in.Claim) })
 	if err == nil {
 		countModelCall(ctx, res.Model, "triage", res.Usage)
@@ -68,6 +71,9 @@ func (a *Activities) TriageClaim(ctx context.Context, in TriageInput) (TriageRes
 func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessResult, error) {
 	if err := requireKey(in.Key); err != nil {
 		return AssessResult{}, err
+	}
+	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
+		return AssessResult{}, err // the insurer's model is not anyone's to spend
 	}
 	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
 	if err != nil {

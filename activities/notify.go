@@ -116,11 +116,21 @@ type NotifyResult struct {
 // NotifyClaimant is step 7: tell the claimant the outcome, once. The
 // e-mail says what the claimant needs to know and nothing of how we got
 // there: no approver's name, no model rationale, no fraud reasons (the
-// input's Reason is for the audit, never the e-mail).
+// input's Reason is for the audit, never the e-mail). It goes to the
+// claimant the system of record holds, for the run that owns the claim,
+// and says only an outcome whose facts hold (outcomeHolds).
 func (a *Activities) NotifyClaimant(ctx context.Context, in NotifyInput) (NotifyResult, error) {
 	if err := requireKey(in.Key); err != nil {
 		return NotifyResult{}, err
 	}
+	rec, c, err := a.forClaim(ctx, in.ClaimID)
+	if err != nil {
+		return NotifyResult{}, err
+	}
+	if err := a.outcomeHolds(ctx, c, rec, in.Outcome, in.TransferID, in.PayoutMinor); err != nil {
+		return NotifyResult{}, err
+	}
+	in.To, in.Name, in.Currency = rec.Claim.Claimant.Email, rec.Claim.Claimant.Name, rec.Claim.Currency
 	subject := fmt.Sprintf("Your claim %s: %s", in.ClaimID, in.Outcome)
 	return a.sendOnce(ctx, in.Key, in.ClaimID, Email{To: in.To, Subject: subject, Body: claimantLetter(in)})
 }
@@ -170,9 +180,18 @@ func (a *Activities) EscalateApproval(ctx context.Context, in NoticeInput) (Noti
 	return a.approvalNotice(ctx, in, a.Supervisors, subject, "was not decided in time and is escalated to supervisors")
 }
 
+// approvalNotice goes to the insurer's own queues, for the run that owns a
+// claim still open.
 func (a *Activities) approvalNotice(ctx context.Context, in NoticeInput, to, subject, what string) (NotifyResult, error) {
 	if err := requireKey(in.Key); err != nil {
 		return NotifyResult{}, err
+	}
+	rec, c, err := a.forClaim(ctx, in.ClaimID)
+	if err != nil {
+		return NotifyResult{}, err
+	}
+	if rec.Closed() || rec.Status != store.StatusOpen || !in.Key.Within(claim.StepKey(in.ClaimID, claim.StepApproval)) {
+		return NotifyResult{}, a.refuse(ctx, c, in.ClaimID, "not-waiting", ErrForeignRun, "claim %s is %s: no approval notice under %s", in.ClaimID, rec.Status, in.Key)
 	}
 	body := fmt.Sprintf("Claim %s (%s %s) %s.\nRequest sha256: %s\nDeadline: %s\n\n", in.ClaimID, in.Amount,
 		strings.ToUpper(in.Currency), what, in.RequestSHA256, in.Deadline.Format(time.RFC3339))

@@ -70,6 +70,9 @@ type PayInput struct {
 	AmountMinor int64                `json:"amount_minor"`
 	Currency    string               `json:"currency"`
 	Destination string               `json:"destination"`
+	// Approval is the decision behind a payout a human had to approve:
+	// the payment verifies it again itself (payout.go).
+	Approval *PayApproval `json:"approval,omitempty"`
 }
 
 // PayResult is the transfer that paid the claim.
@@ -89,7 +92,8 @@ type PayResult struct {
 
 // PayClaimant is step 6: pay the claimant with a Stripe Transfer.
 //
-// It first looks for a transfer already made under this key (transfer_group =
+// It pays only what the system of record and the signed decisions allow,
+// once per claim ever, whoever asks (authorisePayout). It then looks for a transfer already made under this key (transfer_group =
 // claim ID, metadata idempotency_key): that still protects after Stripe
 // forgets a key at 24 h. Only then does it create one, with the key as
 // Idempotency-Key, so a crash between Stripe committing and this activity
@@ -101,12 +105,19 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	if in.AmountMinor <= 0 || in.Destination == "" || in.ClaimID == "" {
 		return PayResult{}, invalid("payment for %s needs a positive amount and a destination", in.ClaimID)
 	}
+	rec, c, err := a.forClaim(ctx, in.ClaimID)
+	if err != nil {
+		return PayResult{}, err
+	}
+	if _, err := a.authorisePayout(ctx, c, rec, in); err != nil {
+		return PayResult{}, err
+	}
 	if tr, err := a.findTransfer(ctx, in); err != nil {
 		return PayResult{}, alertOnConflict(ctx, in.Key, err)
 	} else if tr != nil {
 		logger(ctx).Info("transfer already made under this key", "key", in.Key, "transfer", tr.ID)
 		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolStripe, "by": "lookup"})
-		return result(ctx, tr, "lookup"), nil
+		return a.paid(ctx, in, tr, "lookup")
 	}
 
 	params := &stripe.TransferParams{
@@ -136,7 +147,15 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	} else {
 		logger(ctx).Info("transfer created", "key", in.Key, "transfer", tr.ID, "amount_minor", tr.Amount, "currency", tr.Currency)
 	}
-	return result(ctx, tr, by), nil
+	return a.paid(ctx, in, tr, by)
+}
+
+// paid records the transfer on the claim's payout reservation.
+func (a *Activities) paid(ctx context.Context, in PayInput, tr *stripe.Transfer, replayedBy string) (PayResult, error) {
+	if err := a.Store.MarkPaid(ctx, in.ClaimID, in.Key, tr.ID); err != nil {
+		return PayResult{}, err
+	}
+	return result(ctx, tr, replayedBy), nil
 }
 
 func result(ctx context.Context, tr *stripe.Transfer, replayedBy string) PayResult {

@@ -18,8 +18,15 @@ import (
 	"github.com/durableclaims/durableclaims/stripesim"
 )
 
+// pay runs PayClaimant as the claim's own run would: the claim registered
+// for the payee (for up to 5,000.00, under the auto-approve limit these
+// tests set: they are about the provider, payout.go's tests about the
+// authority) and bound to the run.
 func pay(t *testing.T, a *Activities, in PayInput) (PayResult, error) {
 	t.Helper()
+	registerFor(t, a, in.ClaimID, 500000, testRun)
+	a.Rules.AutoApproveLimit = "5000"
+	a.callerFn = runOf(in.ClaimID, testRun, false)
 	var ts testsuite.WorkflowTestSuite
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
@@ -130,13 +137,16 @@ func TestChangedParametersUnderTheSameKeyNeverPayTwice(t *testing.T) {
 	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
 	assert.True(t, nonRetryableErr(err))
 
-	// ...and Stripe's 400 idempotency_error catches it when the lookup cannot.
+	// ...and when the lookup cannot (the payment provider lost track of
+	// the group), the claim's payout reservation does.
+	posts := len(f.posts())
 	f.hideList = true
 	_, err = pay(t, a, payInput("claim-0045", 199900))
 	require.Error(t, err)
 	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
-	assert.Contains(t, err.Error(), "idempotency_error")
+	assert.Contains(t, err.Error(), "already reserved 1840.00 USD")
 	f.hideList = false
+	assert.Len(t, f.posts(), posts, "nothing sent to the provider")
 	assert.Len(t, transfers(t, a, "claim-0045"), 1)
 }
 
@@ -167,7 +177,7 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 	f := newFakeStripe(t)
 	a := newActivities(t, f)
 	in := payInput("claim-0047", 184000)
-	in.Destination = "acct_" // invalid
+	f.failNext(refuseRequest) // the provider knows no such destination
 	_, err := pay(t, a, in)
 	require.Error(t, err)
 	assert.True(t, nonRetryableErr(err))
@@ -175,14 +185,21 @@ func TestRefusalsAreNotRetried(t *testing.T) {
 
 	bad := *a
 	bad.Stripe = NewStripeClient(StripeConfig{SecretKey: "sk_test_wrong", APIBase: f.srv.URL})
-	_, err = pay(t, &bad, payInput("claim-0047", 184000))
+	_, err = pay(t, &bad, in)
 	assert.Equal(t, ErrPaymentConfig, appErrType(err))
 
-	in = payInput("claim-0047", 184000)
 	in.Key = ""
 	_, err = pay(t, a, in)
 	assert.Equal(t, ErrInvalidInput, appErrType(err))
 	assert.Empty(t, transfers(t, a, "claim-0047"))
+}
+
+// ownedByTestWorkflow registers claim id for the test workflow
+// environment's run of it (its info is the caller, as on a real worker).
+func ownedByTestWorkflow(t *testing.T, a *Activities, id string) {
+	t.Helper()
+	registerFor(t, a, id, 500000, "default-test-run-id")
+	a.Rules.AutoApproveLimit = "5000"
 }
 
 // payWorkflow runs the real PayClaimant under the real retry policy of a
@@ -206,6 +223,7 @@ func TestEveryAttemptSendsTheSameIdempotencyKey(t *testing.T) {
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(payWorkflow)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "claim-0048"})
+	ownedByTestWorkflow(t, a, "claim-0048")
 	env.ExecuteWorkflow(payWorkflow, payInput("claim-0048", 184000))
 	require.NoError(t, env.GetWorkflowError())
 	var r PayResult
@@ -229,6 +247,7 @@ func payThroughRetries(t *testing.T, a *Activities, f *fakeStripe, id string) Pa
 	env.RegisterActivity(a)
 	env.RegisterWorkflow(payWorkflow)
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: id})
+	ownedByTestWorkflow(t, a, id)
 	env.ExecuteWorkflow(payWorkflow, payInput(id, 184000))
 	require.NoError(t, env.GetWorkflowError())
 	var r PayResult

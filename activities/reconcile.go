@@ -199,6 +199,15 @@ func (a *Activities) ReconcilePayments(ctx context.Context, in ReconcilePayments
 	if in.Since.IsZero() || in.Until.IsZero() || !in.Since.Before(in.Until) {
 		return ReconcileReport{}, invalid("reconciliation window [%s, %s] is empty", in.Since, in.Until)
 	}
+	// What moved to whom is the insurer's: only this worker's own
+	// reconciliation workflow reads it.
+	c, _ := a.caller(ctx)
+	if ours, err := a.ownRun(ctx, c, a.Runs.ReconcileWorkflow); err != nil {
+		return ReconcileReport{}, err
+	} else if !ours || c.WorkflowID != in.WorkflowID {
+		return ReconcileReport{}, a.refuse(ctx, c, "", "foreign-run", ErrForeignRun,
+			"ReconcilePayments runs only for this worker's own reconciliation workflow")
+	}
 	if stored, err := a.Store.GetReconciliation(ctx, string(in.Key)); err == nil {
 		return replayedReport(ctx, stored)
 	} else if !errors.Is(err, store.ErrNotFound) {

@@ -64,12 +64,20 @@ func (r recon) close(id, outcome, transferID string, payout int64) {
 	require.NoError(r.t, err)
 }
 
-// pay makes step 6's transfer for id (registered or not).
+// pay makes a transfer for id (registered or not) as step 6 makes it: its
+// group, key and metadata.
 func (r recon) pay(id string, minor int64) string {
 	r.t.Helper()
-	res, err := r.a.PayClaimant(context.Background(), payInput(id, minor))
+	key := string(claim.StepKey(id, claim.StepPay))
+	p := &stripe.TransferParams{Amount: stripe.Int64(minor), Currency: stripe.String("usd"), Destination: stripe.String("acct_1Ada"),
+		TransferGroup: stripe.String(id)}
+	p.SetIdempotencyKey(key)
+	p.AddMetadata("workflow_id", id)
+	p.AddMetadata("step", "6")
+	p.AddMetadata("idempotency_key", key)
+	tr, err := r.a.Stripe.Transfers.New(p)
 	require.NoError(r.t, err)
-	return res.TransferID
+	return tr.ID
 }
 
 // paid is a claim that went through steps 6 and 8 normally.
@@ -177,6 +185,7 @@ func reconcile(t *testing.T, a *Activities, in ReconcilePaymentsInput) (Reconcil
 	ts.SetMetricsHandler(m)
 	env := ts.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
+	a.callerFn = runs(a).start(in.WorkflowID, "run-reconcile", "ReconcileWorkflow")
 	var mu sync.Mutex
 	var beats []ReconcileProgress
 	env.SetOnActivityHeartbeatListener(func(_ *activity.Info, details converter.EncodedValues) {

@@ -36,8 +36,16 @@ import (
 // key might sign passes for one.
 const ReceiptType = "dc-receipt+jwt"
 
-// ReceiptAudience is the receipt's "aud".
+// ReceiptAudience is the "aud" of receipts for runs started before
+// receipts named their deployment.
 const ReceiptAudience = "durableclaims"
+
+// Audience is the "aud" a receipt for a claim in this namespace of this
+// insurer deployment carries: a receipt signed in staging does not decide a
+// claim in production, even where the two share keys and claim IDs.
+func Audience(namespace, deployment string) string {
+	return ReceiptAudience + "/" + namespace + "/" + deployment
+}
 
 // DefaultReceiptTTL is how long a receipt issued by claimsctl or the inbox
 // stays valid.
@@ -69,14 +77,18 @@ type Receipt struct {
 	ID       string `json:"jti"`
 }
 
-// NewReceipt fills a receipt's audience, times and unique ID, valid for ttl
-// from now.
+// NewReceipt fills a receipt's times and unique ID, valid for ttl from now,
+// and its audience when it names none (ReceiptAudience: set it to the
+// audience the claim's status asks for).
 func NewReceipt(r Receipt, now time.Time, ttl time.Duration) (Receipt, error) {
 	var id [16]byte
 	if _, err := io.ReadFull(rand.Reader, id[:]); err != nil {
 		return Receipt{}, err
 	}
-	r.Audience, r.ID = ReceiptAudience, hex.EncodeToString(id[:])
+	if r.Audience == "" {
+		r.Audience = ReceiptAudience
+	}
+	r.ID = hex.EncodeToString(id[:])
 	r.IssuedAt, r.Expiry = now.Unix(), now.Add(ttl).Unix()
 	return r, nil
 }
@@ -125,6 +137,7 @@ const (
 	CodeTooLarge       = "too-large"
 	CodeSameApprover   = "same-approver"
 	CodeHandedOn       = "handed-on-too-often"
+	CodeWrongAudience  = "wrong-audience"
 )
 
 // Refusal is why a decision was refused: a code and a sentence.
@@ -164,11 +177,15 @@ type Verified struct {
 	Signer  authority.Signer
 }
 
-// VerifyReceipt checks a receipt's signature against the directory's keys
-// and its times against now (the workflow's clock), and that it is well
-// formed. What the receipt is for (this claim, this request, this approver's
-// authority, a fresh jti) is the Gate's to check.
-func VerifyReceipt(token string, book authority.Book, now time.Time, maxTTL time.Duration) (Verified, error) {
+// VerifyReceipt checks a receipt's signature against the directory's keys,
+// its audience (empty: ReceiptAudience), its times against now (the
+// workflow's clock), and that it is well formed. What the receipt is for
+// (this claim, this request, this approver's authority, a fresh jti) is the
+// Gate's to check.
+func VerifyReceipt(token string, book authority.Book, audience string, now time.Time, maxTTL time.Duration) (Verified, error) {
+	if audience == "" {
+		audience = ReceiptAudience
+	}
 	if len(token) > MaxReceiptBytes {
 		return Verified{}, refuse(CodeTooLarge, "receipt is %d bytes, more than %d", len(token), MaxReceiptBytes)
 	}
@@ -198,8 +215,9 @@ func VerifyReceipt(token string, book authority.Book, now time.Time, maxTTL time
 		return Verified{}, refuse(CodeMalformed, "receipt payload: %v", err)
 	}
 	switch {
-	case r.Audience != ReceiptAudience:
-		return Verified{}, refuse(CodeMalformed, "receipt aud is %q, want %q", trim(r.Audience), ReceiptAudience)
+	case r.Audience != audience:
+		return Verified{}, refuse(CodeWrongAudience, "receipt audience is %q, this claim's is %q: it was signed for another namespace or deployment",
+			trim(r.Audience), audience)
 	case r.Subject == "":
 		return Verified{}, refuse(CodeMalformed, "receipt names no approver (sub)")
 	case !jtiPattern.MatchString(r.ID):

@@ -40,14 +40,14 @@ func TestReceiptRoundTrip(t *testing.T) {
 	b, own, svc := testBook(t)
 	tok, err := Sign(own, good(t))
 	require.NoError(t, err)
-	v, err := VerifyReceipt(tok, b, now.Add(time.Minute), time.Hour)
+	v, err := VerifyReceipt(tok, b, "", now.Add(time.Minute), time.Hour)
 	require.NoError(t, err)
 	assert.Equal(t, "adjuster-17", v.Receipt.Subject)
 	assert.Equal(t, "adjuster-17", v.Signer.Approver)
 
 	tok, err = Sign(svc, good(t))
 	require.NoError(t, err)
-	v, err = VerifyReceipt(tok, b, now, time.Hour)
+	v, err = VerifyReceipt(tok, b, "", now, time.Hour)
 	require.NoError(t, err)
 	assert.Equal(t, "inbox", v.Signer.Service, "a service key vouches for the approver")
 
@@ -109,7 +109,7 @@ func TestReceiptsThatMustNotVerify(t *testing.T) {
 		"no subject":       {sign(func(r *Receipt) { r.Subject = "" }), CodeMalformed},
 		"other's sub":      {sign(func(r *Receipt) { r.Subject = "supervisor-3" }), CodeNotVouched},
 		"bad verdict":      {sign(func(r *Receipt) { r.Verdict = "maybe" }), CodeMalformed},
-		"wrong audience":   {sign(func(r *Receipt) { r.Audience = "someone-else" }), CodeMalformed},
+		"wrong audience":   {sign(func(r *Receipt) { r.Audience = "someone-else" }), CodeWrongAudience},
 		"short jti":        {sign(func(r *Receipt) { r.ID = "x" }), CodeMalformed},
 		"long reason":      {sign(func(r *Receipt) { r.Reason = strings.Repeat("r", MaxTextBytes+1) }), CodeTooLarge},
 		"exp before iat":   {sign(func(r *Receipt) { r.Expiry = r.IssuedAt - 1 }), CodeMalformed},
@@ -121,7 +121,7 @@ func TestReceiptsThatMustNotVerify(t *testing.T) {
 			return tok
 		}(), CodeUnknownKey},
 	} {
-		_, err := VerifyReceipt(tc.token, b, now, time.Hour)
+		_, err := VerifyReceipt(tc.token, b, "", now, time.Hour)
 		require.Error(t, err, name)
 		assert.Equal(t, tc.code, RefusalCode(err), "%s: %v", name, err)
 	}
@@ -137,7 +137,7 @@ func FuzzVerifyReceipt(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		_, err := VerifyReceipt(s, b, now, time.Hour)
+		_, err := VerifyReceipt(s, b, "", now, time.Hour)
 		if err == nil && s != tok {
 			// Another encoding of the same signed bytes may verify; it must
 			// still carry the signed payload.
@@ -150,4 +150,20 @@ func FuzzVerifyReceipt(f *testing.F) {
 		}
 		PeekReceipt(s)
 	})
+}
+
+// A receipt names the namespace and deployment it is for: signed for
+// staging, it does not verify in production, though both share its key.
+func TestReceiptsAreForOneNamespaceAndDeployment(t *testing.T) {
+	b, own, _ := testBook(t)
+	r := good(t)
+	r.Audience = Audience("staging", "local")
+	tok, err := Sign(own, r)
+	require.NoError(t, err)
+	_, err = VerifyReceipt(tok, b, Audience("staging", "local"), now, time.Hour)
+	require.NoError(t, err)
+	for _, aud := range []string{Audience("default", "local"), Audience("staging", "eu"), ""} {
+		_, err = VerifyReceipt(tok, b, aud, now, time.Hour)
+		assert.Equal(t, CodeWrongAudience, RefusalCode(err), aud)
+	}
 }

@@ -112,6 +112,14 @@ type Trust struct {
 	// FourEyesAboveMinor: a request above this amount needs two approvers
 	// (0: never).
 	FourEyesAboveMinor int64
+	// Audience is the receipts' "aud": Audience(namespace, deployment).
+	// Empty for runs before receipts named it: ReceiptAudience.
+	Audience string
+	// Identities: conflicts of interest compare people, not spellings
+	// (authority.Approver.Is: canonical e-mail addresses, the directory's
+	// other addresses and payout accounts). Off for runs before it, which
+	// compared the approver's one address as written.
+	Identities bool
 }
 
 // Hooks let the workflow act on a wait's transitions.
@@ -317,7 +325,8 @@ func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	if in.Approver != "" || in.Reason != "" || in.Note != "" || in.PayloadSHA256 != "" {
 		return candidate{}, refuse(CodeMalformed, "a decision with a receipt is what the receipt says: send {\"receipt\":\"…\"} alone")
 	}
-	ver, err := VerifyReceipt(in.Receipt, authority.Book{Approvers: g.wait.Approvers, Services: g.wait.Trust.Services}, now, g.wait.Trust.ReceiptMaxTTL)
+	ver, err := VerifyReceipt(in.Receipt, authority.Book{Approvers: g.wait.Approvers, Services: g.wait.Trust.Services},
+		g.wait.Trust.Audience, now, g.wait.Trust.ReceiptMaxTTL)
 	if err != nil {
 		return candidate{}, err
 	}
@@ -420,13 +429,17 @@ func (g *Gate) checkPlain(v Verdict, in Input, proof string) (candidate, error) 
 // them a supervisor.
 func (g *Gate) authorise(c candidate) error {
 	a, ap := g.current, c.approver
+	is := func(x string) bool { return x != "" && (strings.EqualFold(x, ap.Email) || strings.EqualFold(x, ap.ID)) }
+	if g.wait.Trust != nil && g.wait.Trust.Identities {
+		is = ap.Is
+	}
 	for _, self := range g.wait.Self {
-		if self != "" && (strings.EqualFold(self, ap.Email) || strings.EqualFold(self, ap.ID)) {
-			return refuse(CodeSelfApproval, "self-approval: %s is the claimant", ap.ID)
+		if is(self) {
+			return refuse(CodeSelfApproval, "self-approval: %s is the claimant or the payee", ap.ID)
 		}
 	}
 	for _, x := range g.wait.Excluded {
-		if strings.EqualFold(x, ap.ID) || (ap.Email != "" && strings.EqualFold(x, ap.Email)) {
+		if is(x) {
 			return refuse(CodeAmender, "%s amended this claim and may not decide it", ap.ID)
 		}
 	}

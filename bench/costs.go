@@ -165,7 +165,7 @@ func (e *env) decision(ctx context.Context, id string, verdict approvals.Verdict
 	if err := v.Get(&s); err != nil || s.Approval == nil {
 		return approvals.Input{}, fmt.Errorf("%s: no request awaiting decision (%v)", id, err)
 	}
-	r := approvals.Receipt{Subject: e.key.Approver, ClaimID: id, RequestSHA256: s.Approval.RequestSHA256, Verdict: verdict}
+	r := approvals.Receipt{Subject: e.key.Approver, ClaimID: id, RequestSHA256: s.Approval.RequestSHA256, Verdict: verdict, Audience: s.Audience}
 	if verdict == approvals.Reject {
 		r.Reason = "bench: the cost of a rejected claim"
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -91,6 +92,7 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 	amount := fs.String("amount", "", "approve this lower amount instead of the request's (needs --reason)")
 	to := fs.String("to", "", "handoff: the colleague to hand the request to (send it with the decide update)")
 	hash := fs.String("request-sha256", "", "the request's full hash, when it was read elsewhere (default: ask the claim)")
+	audience := fs.String("audience", "", "with --request-sha256: the receipt's audience (default: this namespace and INSURER_DEPLOYMENT, as the claim's status names it)")
 	ttl := fs.Duration("ttl", approvals.DefaultReceiptTTL, "how long the receipt stays valid")
 	if err := parseInterspersed(fs, args); err != nil {
 		return err
@@ -119,7 +121,11 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("receipt: %s is %s's own key; it cannot sign for %s", *keyPath, kf.Approver, *as)
 	}
 
-	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash, AssignTo: *to}
+	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash, AssignTo: *to,
+		Audience: *audience}
+	if r.Audience == "" {
+		r.Audience = approvals.Audience(namespace(), config.Get("INSURER_DEPLOYMENT", "local"))
+	}
 	var req *approvals.Request
 	if r.RequestSHA256 == "" {
 		s, err := claimStatus(ctx, id)
@@ -129,7 +135,9 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 		if s.Approval == nil || s.Approval.Decision != nil || (s.State != workflows.StatusWaiting && s.State != workflows.StatusEscalated) {
 			return fmt.Errorf("receipt: %s is %s, not waiting for a decision", id, s.State)
 		}
-		req, r.RequestSHA256 = &s.Approval.Request, s.Approval.RequestSHA256
+		// The claim says whom a receipt for it must be addressed to (empty
+		// for runs before receipts named it).
+		req, r.RequestSHA256, r.Audience = &s.Approval.Request, s.Approval.RequestSHA256, s.Audience
 		fmt.Fprintf(errOut, "%s %s as %s: pay %s %s to %s (%s); request sha256 %s\n", verdict, id, sub, req.Amount,
 			strings.ToUpper(req.Currency), req.PayeeName, req.Payee, r.RequestSHA256)
 		for _, why := range req.Reasons {

@@ -259,3 +259,31 @@ func TestInboxInABrowser(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "handed on by adjuster-17 to supervisor-3")
 }
+
+// An adjuster signed in to the inbox sees only the claims they could decide
+// or took part in: adjuster-9 (limit 1,500.00) and adjuster-17 (5,000.00)
+// opening a 9,000.00 claim get a refusal with no payee, no documents and no
+// claimant in it, and its document stays closed to them; a supervisor
+// whose limit covers it sees it.
+func TestAttackAnAdjusterCannotOpenAClaimAboveTheirLimit(t *testing.T) {
+	b := newBrowserWorld(t)
+	id := "claim-e2e-web-big"
+	b.start(b.claimFile(id, "9000.00"))
+	b.waitStatus(id, workflows.StatusWaiting)
+	for _, who := range []string{"adjuster-9", "adjuster-17"} {
+		ctx := b.signIn(who)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.inbox+"/claims/"+id), chromedp.WaitVisible(chromedp.CSS("main"))))
+		page := b.text(ctx, "main")
+		assert.Contains(t, page, "not for you", who)
+		for _, secret := range []string{"Ada Lovelace", "acct_1Ada", "a.jpg", "9000.00"} {
+			assert.NotContains(t, page, secret, "%s saw %s", who, secret)
+		}
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.inbox+"/claims/"+id+"/documents/0"), chromedp.WaitVisible(chromedp.CSS("main"))))
+		assert.Contains(t, b.text(ctx, "main"), "not for you", "%s: the document is closed too", who)
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.inbox+"/"), chromedp.WaitVisible(chromedp.CSS("main"))))
+		assert.NotContains(t, b.text(ctx, "main"), id, "%s: not listed either", who)
+	}
+	sup := b.signIn("supervisor-3")
+	b.open(sup, id)
+	assert.Contains(t, b.text(sup, "main"), "Ada Lovelace")
+}

@@ -34,7 +34,8 @@ func TestAttackForgedAndMisdirectedDecisionsAreRefused(t *testing.T) {
 	w.start(w.claimFile(id, "1840.00"), w.claimFile(other, "1840.00"))
 	w.waitStatus(id, workflows.StatusWaiting)
 	w.waitStatus(other, workflows.StatusWaiting)
-	sum := w.status(id).Approval.RequestSHA256
+	waiting := w.status(id)
+	sum := waiting.Approval.RequestSHA256
 
 	// A key the directory does not list: made like a real one, never added.
 	rogue := filepath.Join(t.TempDir(), "supervisor-3.key")
@@ -43,7 +44,8 @@ func TestAttackForgedAndMisdirectedDecisionsAreRefused(t *testing.T) {
 	// An expired receipt, signed by a real key.
 	kf, err := authority.ReadKeyFile(filepath.Join(w.keys, "adjuster-17.key"))
 	require.NoError(t, err)
-	old, err := approvals.NewReceipt(approvals.Receipt{Subject: "adjuster-17", ClaimID: id, RequestSHA256: sum, Verdict: approvals.Approve},
+	old, err := approvals.NewReceipt(approvals.Receipt{Subject: "adjuster-17", ClaimID: id, RequestSHA256: sum, Verdict: approvals.Approve,
+		Audience: waiting.Audience},
 		time.Now().Add(-20*time.Minute), approvals.DefaultReceiptTTL)
 	require.NoError(t, err)
 	expired, err := approvals.Sign(kf, old)

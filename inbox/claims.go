@@ -160,7 +160,7 @@ type toolView struct{ Name, Result string }
 // attempts so far, the quorum.
 func (s *server) claimPage(w http.ResponseWriter, r *http.Request, v viewer) {
 	cv, status, msg, err := s.load(r.Context(), r.PathValue("id"), v)
-	if err != nil {
+	if err != nil || status != 0 {
 		s.fail(w, r, status, msg, err)
 		return
 	}
@@ -180,10 +180,10 @@ func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int,
 	if err != nil {
 		return cv, http.StatusBadGateway, "the claim's status cannot be read", err
 	}
-	cv.Status, cv.Approval = st, st.Approval
 	if !mayView(v.Approver, st) {
 		return cv, http.StatusForbidden, "this claim is not for you", nil
 	}
+	cv.Status, cv.Approval = st, st.Approval
 	cv.CanDecide, cv.WhyNot = mayDecide(v.Approver, st)
 	cv.Terminal = st.State != workflows.StatusRunning && st.State != workflows.StatusWaiting && st.State != workflows.StatusEscalated
 	read, err := story.ReadHistory(ctx, s.temporal, s.dc, id) // the status is queried above
@@ -195,18 +195,27 @@ func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int,
 	return cv, 0, "", nil
 }
 
-// mayView: the approvers the request is for, and those who took part in
-// it, see the claim and its documents; nobody else.
+// mayView: whoever could decide the request (their role fits its stage,
+// their limit its amount) and whoever took part in it (decided, or handed
+// it on, or was handed it) see the claim and its documents; nobody else. An
+// adjuster with a 1,500.00 limit does not read the payee and documents of a
+// 9,000.00 claim.
 func mayView(ap authority.Approver, st workflows.Status) bool {
 	a := st.Approval
 	if a == nil {
 		return false
 	}
-	if _, ok := ap.Limits[a.Request.Currency]; ok || ap.Role == authority.Supervisor {
+	limit, ok := ap.Limits[a.Request.Currency]
+	if ok && limit >= a.Request.AmountMinor && (a.Stage != approvals.StageEscalated || ap.Role == authority.Supervisor) {
 		return true
 	}
 	for _, at := range st.Attempts {
 		if at.Accepted && at.Approver == ap.ID {
+			return true
+		}
+	}
+	for _, h := range a.Handoffs {
+		if h.From == ap.ID || h.To == ap.ID {
 			return true
 		}
 	}
@@ -301,7 +310,16 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 		back("problem", "choose a decision")
 		return
 	}
-	rec, err := approvals.NewReceipt(rec, time.Now(), approvals.DefaultReceiptTTL)
+	// The receipt is addressed to this claim's namespace and deployment, as
+	// the claim itself says: a receipt the inbox signs here decides nothing
+	// elsewhere.
+	st, err := s.status(r.Context(), id)
+	if err != nil {
+		back("problem", "the claim's status cannot be read: try again")
+		return
+	}
+	rec.Audience = st.Audience
+	rec, err = approvals.NewReceipt(rec, time.Now(), approvals.DefaultReceiptTTL)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, "cannot make the receipt", err)
 		return

@@ -16,8 +16,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/workflows"
 )
 
 // The parts of the inbox that do not reach Temporal: headers, sessions,
@@ -273,4 +275,26 @@ func TestProductionNeedsAnIdentityProviderAndASharedSessionKey(t *testing.T) {
 		require.Error(t, err, c.env)
 		assert.Contains(t, err.Error(), c.want, c.env)
 	}
+}
+
+// Only who could decide a claim, or took part in it, sees it: a limit
+// below the amount, or an adjuster on an escalated claim, sees nothing.
+func TestOnlyWhoCouldDecideOrTookPartSeesAClaim(t *testing.T) {
+	book := sampleBook(t)
+	who := func(id string) authority.Approver { a, _ := book.Approvers.Find(id); return a }
+	big := workflows.Status{Approval: &approvals.Approval{Request: approvals.Request{ClaimID: "claim-1", AmountMinor: 900000, Currency: "usd"},
+		Stage: approvals.StageWaiting}}
+	assert.False(t, mayView(who("adjuster-9"), big), "limit 1,500.00, claim 9,000.00")
+	assert.False(t, mayView(who("adjuster-17"), big), "limit 5,000.00")
+	assert.True(t, mayView(who("supervisor-3"), big))
+	small := workflows.Status{Approval: &approvals.Approval{Request: approvals.Request{ClaimID: "claim-2", AmountMinor: 120000, Currency: "usd"},
+		Stage: approvals.StageWaiting}}
+	assert.True(t, mayView(who("adjuster-9"), small))
+	small.Approval.Stage = approvals.StageEscalated
+	assert.False(t, mayView(who("adjuster-9"), small), "escalated: supervisors decide")
+	small.Attempts = []approvals.Attempt{{Approver: "adjuster-9", Accepted: true}}
+	assert.True(t, mayView(who("adjuster-9"), small), "took part")
+	big.Approval.Handoffs = []approvals.HandedOn{{From: "supervisor-3", To: "adjuster-17"}}
+	assert.True(t, mayView(who("adjuster-17"), big), "was handed it")
+	assert.False(t, mayView(who("adjuster-17"), workflows.Status{}), "nothing waits")
 }

@@ -174,7 +174,7 @@ func (a *approver) send(ctx context.Context, d *decision) error {
 		st, err := a.status(ctx, d.ClaimID)
 		if err == nil && st.Approval != nil {
 			r, err := approvals.NewReceipt(approvals.Receipt{Subject: d.Approver, ClaimID: d.ClaimID, RequestSHA256: st.Approval.RequestSHA256,
-				Verdict: approvals.Verdict(d.Verdict), Reason: d.Reason, Note: "soak " + d.Verdict}, time.Now(), approvals.DefaultReceiptTTL)
+				Verdict: approvals.Verdict(d.Verdict), Reason: d.Reason, Note: "soak " + d.Verdict, Audience: st.Audience}, time.Now(), approvals.DefaultReceiptTTL)
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -306,8 +307,28 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 		if derr != nil {
 			return derr
 		}
-		fmt.Fprintf(out, "%s already exists (run %s, %s); not starting another\n", id, already.RunId,
-			strings.ToLower(desc.RawResponse.GetWorkflowExecutionInfo().GetStatus().String()))
+		info := desc.RawResponse.GetWorkflowExecutionInfo()
+		status := strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
+		if info.GetTaskQueue() == workflows.TaskQueue && info.GetType().GetName() == workflows.WorkflowType {
+			fmt.Fprintf(out, "%s already exists (run %s, %s); not starting another\n", id, already.RunId, status)
+			break
+		}
+		// Someone's own workflow holds the claim's ID: no worker of ours
+		// acts for it (the claim belongs to no run of it), but while it
+		// runs, the claim cannot start.
+		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			return fmt.Errorf("%s: the workflow ID is held by a foreign run (%s on task queue %q, %s), not a claim workflow of ours; "+
+				"nothing started: an operator ends it (temporal workflow terminate --workflow-id %s) and starts the claim again",
+				id, info.GetType().GetName(), info.GetTaskQueue(), already.RunId, id)
+		}
+		opts := workflows.StartOptions(id)
+		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		run, err := c.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, in)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "started %s (run %s), %s %s; a foreign run (%s on task queue %q, %s) had used its ID\n", id, run.GetRunID(),
+			in.Claim.Amount(), in.Claim.Currency, info.GetType().GetName(), info.GetTaskQueue(), status)
 	case err != nil:
 		return err
 	default:

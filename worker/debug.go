@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/durableclaims/durableclaims/internal/config"
 )
 
 func init() {
@@ -19,16 +21,22 @@ func init() {
 }
 
 // serveDebug serves the worker's operational endpoints on addr: Prometheus
-// metrics (/metrics), expvar (/debug/vars: goroutines, RSS) and pprof.
-func serveDebug(addr string, metrics http.Handler, logger *slog.Logger) (func(), error) {
+// metrics (/metrics) always; expvar (/debug/vars: goroutines, RSS) and
+// pprof only when addr is a loopback address or debug is set
+// (DEBUG_ENDPOINTS=true): a profile or the command line is nobody's
+// business who can merely reach the metrics port.
+func serveDebug(addr string, debug bool, metrics http.Handler, logger *slog.Logger) (func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics)
-	mux.Handle("/debug/vars", expvar.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	debug = debug || config.IsLoopback(addr)
+	if debug {
+		mux.Handle("/debug/vars", expvar.Handler())
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -39,7 +47,7 @@ func serveDebug(addr string, metrics http.Handler, logger *slog.Logger) (func(),
 			logger.Error("metrics server stopped", "error", err)
 		}
 	}()
-	logger.Info("serving metrics and debug endpoints", "addr", ln.Addr().String())
+	logger.Info("serving metrics", "addr", ln.Addr().String(), "debug_endpoints", debug)
 	return func() { srv.Close() }, nil
 }
 

@@ -17,6 +17,9 @@ import (
 	"path/filepath"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -79,7 +82,11 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	}
 	defer prometheus.Close()
 	if addr := os.Getenv("METRICS_ADDR"); addr != "" {
-		stop, err := serveDebug(addr, prometheus.HTTPHandler(), logger)
+		debug, err := config.Bool("DEBUG_ENDPOINTS", false)
+		if err != nil {
+			return err
+		}
+		stop, err := serveDebug(addr, debug, prometheus.HTTPHandler(), logger)
 		if err != nil {
 			return err
 		}
@@ -96,6 +103,10 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	// CLAIMS_TASK_QUEUE isolates a worker (the crash tests run one per case);
 	// everything else uses the contract's queue.
 	queue := config.Get("CLAIMS_TASK_QUEUE", workflows.TaskQueue)
+	// The activities act only for this worker's own runs: the server says
+	// which those are (activities/authority.go).
+	acts.Runs = activities.Runs{TaskQueue: queue, ClaimWorkflow: workflows.WorkflowType, ReconcileWorkflow: workflows.ReconcileWorkflowType,
+		Describe: describer(c)}
 	interceptors := []interceptor.WorkerInterceptor{heartbeat.New(), recorder, prometheus.Interceptor()}
 	if crashes != nil {
 		// Last, so innermost: it fires right around the activity itself.
@@ -144,6 +155,24 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	}
 	logger.Info("worker drained and stopped")
 	return nil
+}
+
+// describer asks the Temporal server what a run is: a client names a
+// workflow's ID and type, the server alone knows its task queue and state.
+func describer(c client.Client) func(ctx context.Context, id, runID string) (activities.RunFacts, error) {
+	return func(ctx context.Context, id, runID string) (activities.RunFacts, error) {
+		d, err := c.DescribeWorkflowExecution(ctx, id, runID)
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			return activities.RunFacts{}, nil
+		}
+		if err != nil {
+			return activities.RunFacts{}, err
+		}
+		info := d.GetWorkflowExecutionInfo()
+		return activities.RunFacts{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(),
+			Running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}, nil
+	}
 }
 
 // newModel is the model behind steps 2 and 4: MODEL_PROVIDER=rules (the

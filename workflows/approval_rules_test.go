@@ -84,7 +84,10 @@ func (s *ClaimSuite) TestFinalOutcomeApproveIsPaidByPolicy() {
 	s.True(r.Approval.Expired)
 	s.Equal("policy", r.Approval.Decision.Approver)
 	s.Equal(approvals.StageEscalated, r.Approval.Decision.Stage)
-	s.Len(s.calls.pays, 1)
+	s.Require().Len(s.calls.pays, 1)
+	s.Require().NotNil(s.calls.pays[0].Approval)
+	s.True(s.calls.pays[0].Approval.ByPolicy, "the payment is told the policy approved, to check it itself")
+	s.Empty(s.calls.pays[0].Approval.Receipts)
 }
 
 func (s *ClaimSuite) TestEscalatedClaimNeedsASupervisor() {

@@ -94,7 +94,7 @@ func (s *ClaimSuite) TestTheCheckpointRuleOnTheAutoApprovePath() {
 // Runs that began before versionRecords close as they did: the close a
 // regular activity that records the e-mail, the audit a costly side step.
 func (s *ClaimSuite) TestRunsBeforeLocalRecordsCloseAsTheyDid() {
-	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionRecords).Return(workflow.Version(versionReview))
+	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(workflow.Version(versionReview))
 	got := s.forms()
 	s.start(testClaim("claim-cp-v3", "640.00"), Options{})
 	s.Equal(StatusPaid, s.result().Status)

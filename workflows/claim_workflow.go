@@ -121,8 +121,8 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	r.enter(ctx, claim.StepIntake)
 	var loaded activities.LoadClaimResult
 	if err := r.exec(ctx, plan.read, a.LoadClaim, activities.LoadClaimInput{Claim: r.claim}, &loaded); err != nil {
-		if isErrorType(err, activities.ErrNotRegistered) {
-			return ClaimResult{}, err
+		if isErrorType(err, activities.ErrNotRegistered) || isErrorType(err, activities.ErrClaimClosed) {
+			return ClaimResult{}, err // nothing was done: the run ends at once
 		}
 		return r.deadLetter(ctx, err)
 	}
@@ -236,6 +236,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	if err := r.exec(ctx, plan.effect, a.PayClaimant, activities.PayInput{
 		Key: r.key(claim.StepPay), WorkflowID: r.workflowID, ClaimID: c.ID,
 		AmountMinor: payout, Currency: c.Currency, Destination: c.Claimant.StripeAccount,
+		Approval: payApproval(r.gate.Current()),
 	}, &r.pay); err != nil {
 		return r.deadLetter(ctx, err)
 	}
@@ -249,7 +250,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 func (r *claimRun) admit(ctx workflow.Context, loaded activities.LoadClaimResult) error {
 	r.setClaim(loaded.Claim, loaded.Version)
 	r.amendedBy = loaded.AmendedBy
-	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionRecords)
+	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionLatest)
 	r.agent = version >= versionAgent
 	r.records = plan.sideStep
 	if version >= versionRecords {
@@ -263,6 +264,10 @@ func (r *claimRun) admit(ctx workflow.Context, loaded activities.LoadClaimResult
 			workflow.GetLogger(ctx).Error("claim refused: its input loosens the insurer's policy", "error", err)
 			return err
 		}
+	}
+	if version >= versionAuthority && r.trust != nil {
+		r.trust.Audience = approvals.Audience(workflow.GetInfo(ctx).Namespace, loaded.Rules.Deployment)
+		r.trust.Identities = true
 	}
 	return nil
 }
@@ -350,6 +355,25 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 		metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
 		return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
 	}})
+}
+
+// payApproval is the decision behind the payment, for the payment to
+// check again itself: the request shown and the receipts that approved it.
+// Nil when no human decided (the auto-approve path).
+func payApproval(appr *approvals.Approval) *activities.PayApproval {
+	if appr == nil || appr.Decision == nil || appr.Decision.Verdict != approvals.Approve || appr.Voided != "" {
+		return nil
+	}
+	pa := &activities.PayApproval{Request: appr.Request, ByPolicy: appr.Expired}
+	for _, v := range appr.Votes {
+		switch {
+		case v.Receipt != "":
+			pa.Receipts = append(pa.Receipts, v.Receipt)
+		case v.Proof == approvals.ProofUnauthenticated:
+			pa.Unsigned = append(pa.Unsigned, v.Approver)
+		}
+	}
+	return pa
 }
 
 // changed says what about the claim matters to an approval and changed.

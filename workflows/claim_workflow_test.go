@@ -357,7 +357,12 @@ func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {
 	s.NotEmpty(d.Receipt, "the receipt is kept: anyone can verify it again")
 	s.Equal(int64(184000), d.AmountMinor)
 	s.Equal("1840.00", d.Request.Amount, "the decision records the request the approver saw")
-	s.Len(s.calls.pays, 1)
+	s.Require().Len(s.calls.pays, 1)
+	pa := s.calls.pays[0].Approval
+	s.Require().NotNil(pa, "the payment carries the decision, to check it again itself")
+	s.Equal(d.Request, pa.Request)
+	s.Equal([]string{d.Receipt}, pa.Receipts)
+	s.False(pa.ByPolicy)
 	s.Equal([]string{StatusRunning, StatusWaiting, StatusRunning, StatusPaid}, s.statuses())
 	s.Empty(s.calls.escalated)
 }

@@ -188,6 +188,10 @@ type Status struct {
 	// Approval is the pending (or last) approval: the request, its SHA-256,
 	// the stage and the deadline.
 	Approval *approvals.Approval `json:"approval,omitempty"`
+	// Audience is what a decision receipt for this claim must carry as its
+	// "aud" (approvals.Audience: the namespace and the insurer deployment);
+	// empty for runs before receipts named it (approvals.ReceiptAudience).
+	Audience string              `json:"audience,omitempty"`
 	Attempts []approvals.Attempt `json:"decision_attempts,omitempty"`
 	// AttemptsDropped counts refused attempts past the trail's bound.
 	AttemptsDropped int    `json:"decision_attempts_dropped,omitempty"`

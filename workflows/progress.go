@@ -51,6 +51,9 @@ func (r *claimRun) snapshot() Status {
 	if r.payoutKnown {
 		s.Payout = claim.FormatAmount(r.payoutMinor, c.Currency)
 	}
+	if r.trust != nil {
+		s.Audience = r.trust.Audience
+	}
 	return s
 }
 

@@ -55,7 +55,7 @@ func (s *ClaimSuite) receipt(signer, sub string, v approvals.Verdict, edit func(
 	st := s.status()
 	s.Require().NotNil(st.Approval, "nothing is waiting for a decision")
 	r, err := approvals.NewReceipt(approvals.Receipt{Subject: sub, ClaimID: st.ClaimID, RequestSHA256: st.Approval.RequestSHA256,
-		Verdict: v}, s.env.Now(), approvals.DefaultReceiptTTL)
+		Verdict: v, Audience: st.Audience}, s.env.Now(), approvals.DefaultReceiptTTL)
 	s.Require().NoError(err)
 	if edit != nil {
 		edit(&r)

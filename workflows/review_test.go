@@ -75,7 +75,7 @@ func (s *ClaimSuite) TestReviewRulesHoldWhateverTheModelSays() {
 
 // Runs recorded before the rules (versionTrusted) replay without them.
 func (s *ClaimSuite) TestRunsBeforeTheReviewRulesReplayWithoutThem() {
-	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionRecords).Return(workflow.Version(versionTrusted))
+	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(workflow.Version(versionTrusted))
 	s.calls.model = fooledModel{flag: true}
 	s.calls.review = &activities.Review{PriorClaims: 9}
 	s.start(testClaim("claim-0111", "640.00"), Options{})

@@ -26,6 +26,10 @@ import (
 //	versionRecords  the close and the audit record run local (plan.record):
 //	                keyed writes to the system of record whose repeat returns
 //	                the first result, so one workflow task ends the claim
+//	versionAuthority receipts name their namespace and insurer deployment
+//	                (their audience); conflicts of interest compare people,
+//	                not spellings (canonical e-mail addresses, the directory's
+//	                other addresses and payout accounts)
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -35,6 +39,14 @@ const (
 	versionTrusted = 2
 	versionReview  = 3
 	versionRecords = 4
+	// versionAuthority's changes decide which decisions count, not which
+	// commands a run issues; they are versioned all the same, so that a run
+	// decides on replay exactly as it did (an accepted decision accepted
+	// again, a refused one refused).
+	versionAuthority = 5
+
+	// versionLatest is what new runs record.
+	versionLatest = versionAuthority
 )
 
 // triageAgent is step 2 as an agent loop: a model turn, the tools it asks

@@ -153,7 +153,7 @@ func (s *ClaimSuite) TestUnsignedDecisionsOnlyUnderTheDevelopmentSwitch() {
 // Runs recorded before receipts (versionAgent) keep deciding by name, as
 // their histories did: replays of those runs depend on it.
 func (s *ClaimSuite) TestRunsBeforeReceiptsDecideAsTheyDid() {
-	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionRecords).Return(workflow.Version(versionAgent))
+	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(workflow.Version(versionAgent))
 	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})
 	s.start(testClaim("claim-0096", "1840.00"), Options{AutoApproveLimitMinor: 100_000})
 	r := s.result()

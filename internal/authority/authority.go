@@ -43,6 +43,11 @@ type Approver struct {
 	// Limits is the largest amount the approver may approve, per currency,
 	// in minor units. No entry for a currency means no authority in it.
 	Limits map[string]int64 `json:"limits_minor"`
+	// Emails are the approver's other e-mail addresses and PayoutAccounts
+	// the payout accounts that are theirs: a claim paying any of them, or
+	// filed from any of them, is their own, which they may not decide.
+	Emails         []string `json:"emails,omitempty"`
+	PayoutAccounts []string `json:"payout_accounts,omitempty"`
 	// Keys are the approver's own public keys: each signs only this
 	// approver's decisions. More than one during a rotation.
 	Keys []Key `json:"keys,omitempty"`
@@ -51,6 +56,44 @@ type Approver struct {
 	// deadlines; empty: from the browser, and UTC.
 	Locale   string `json:"locale,omitempty"`
 	TimeZone string `json:"time_zone,omitempty"`
+}
+
+// CanonicalEmail is the mailbox an address delivers to, for comparing
+// people rather than spellings: case-folded, with the local part's +tag
+// dropped (adjuster17+home@Insurer.example is adjuster17@insurer.example).
+func CanonicalEmail(addr string) string {
+	addr = strings.ToLower(strings.TrimSpace(addr))
+	local, domain, ok := strings.Cut(addr, "@")
+	if !ok {
+		return addr
+	}
+	if i := strings.IndexByte(local, '+'); i > 0 {
+		local = local[:i]
+	}
+	return local + "@" + domain
+}
+
+// Is says whether identity (an approver ID, an e-mail address in any
+// spelling, or a payout account) is this approver: their ID, one of their
+// addresses, or one of their payout accounts.
+func (a Approver) Is(identity string) bool {
+	identity = strings.TrimSpace(identity)
+	if identity == "" {
+		return false
+	}
+	if strings.EqualFold(identity, a.ID) || slices.Contains(a.PayoutAccounts, identity) {
+		return true
+	}
+	if !strings.Contains(identity, "@") {
+		return false
+	}
+	mine := CanonicalEmail(identity)
+	for _, e := range append([]string{a.Email}, a.Emails...) {
+		if e != "" && CanonicalEmail(e) == mine {
+			return true
+		}
+	}
+	return false
 }
 
 // Directory is the approver list, sorted by ID so its JSON is stable.
@@ -78,13 +121,15 @@ type file struct {
 }
 
 type fileApprover struct {
-	ID       string            `json:"id"`
-	Role     Role              `json:"role"`
-	Email    string            `json:"email"`
-	Limits   map[string]string `json:"limits"`
-	Keys     []json.RawMessage `json:"keys,omitempty"`
-	Locale   string            `json:"locale,omitempty"`
-	TimeZone string            `json:"time_zone,omitempty"`
+	ID             string            `json:"id"`
+	Role           Role              `json:"role"`
+	Email          string            `json:"email"`
+	Emails         []string          `json:"emails,omitempty"`
+	PayoutAccounts []string          `json:"payout_accounts,omitempty"`
+	Limits         map[string]string `json:"limits"`
+	Keys           []json.RawMessage `json:"keys,omitempty"`
+	Locale         string            `json:"locale,omitempty"`
+	TimeZone       string            `json:"time_zone,omitempty"`
 }
 
 type fileService struct {
@@ -138,6 +183,18 @@ func Parse(data []byte) (Book, error) {
 			return Book{}, fmt.Errorf("%s: time_zone %q: %v", where, a.TimeZone, err)
 		}
 		ap := Approver{ID: a.ID, Role: a.Role, Email: strings.ToLower(a.Email), Limits: map[string]int64{}, Locale: a.Locale, TimeZone: a.TimeZone}
+		for j, e := range a.Emails {
+			if !strings.Contains(e, "@") || len(e) > MaxIDLen {
+				return Book{}, fmt.Errorf("%s.emails[%d]: %q is not an e-mail address of at most %d characters", where, j, e, MaxIDLen)
+			}
+			ap.Emails = append(ap.Emails, strings.ToLower(e))
+		}
+		for j, acct := range a.PayoutAccounts {
+			if strings.TrimSpace(acct) == "" || len(acct) > MaxIDLen {
+				return Book{}, fmt.Errorf("%s.payout_accounts[%d]: must be 1 to %d characters", where, j, MaxIDLen)
+			}
+			ap.PayoutAccounts = append(ap.PayoutAccounts, acct)
+		}
 		for cur, v := range a.Limits {
 			minor, err := claim.ParseAmount(v, strings.ToLower(cur))
 			if err != nil {

@@ -58,6 +58,19 @@ func Int(name string, def int) (int, error) {
 	return n, nil
 }
 
+// Bool reads a true/false variable, or def when it is unset.
+func Bool(name string, def bool) (bool, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: want true or false", name, v)
+	}
+	return b, nil
+}
+
 // Logger builds the process logger from LOG_LEVEL (debug, info, warn, error)
 // and LOG_FORMAT (text, json), with e-mail addresses and payout accounts
 // masked (see Mask).

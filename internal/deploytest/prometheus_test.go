@@ -114,6 +114,7 @@ var alertSpecs = map[string]struct {
 	forDur   string
 }{
 	"IdempotencyConflict":   {"critical", []string{"idempotency_conflicts_total"}, ""},
+	"ActivityRefused":       {"critical", []string{"activity_refusals_total"}, ""},
 	"ClaimsDeadLettered":    {"warning", []string{"claims_completed_total"}, ""},
 	"PaymentDiscrepancy":    {"critical", []string{"reconciliation_last_run_unmatched", "reconciliation_discrepancies_total"}, ""},
 	"ApprovalsPastDeadline": {"warning", []string{"approvals_waiting"}, "1h"},

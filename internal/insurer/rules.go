@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,11 @@ type Rules struct {
 	// ReceiptMaxTTL is the longest life (exp − iat) a decision receipt may
 	// have: a leaked receipt is useless soon after.
 	ReceiptMaxTTL Duration `json:"receipt_max_ttl"`
+	// Deployment names this insurer deployment (production, staging…):
+	// with the Temporal namespace it is the audience decision receipts are
+	// signed for, so a receipt from one deployment decides nothing in
+	// another that shares its keys.
+	Deployment string `json:"deployment"`
 	// AllowUnsignedDecisions is the development switch: decisions without
 	// a receipt are accepted, and audited as unauthenticated. Never on in
 	// production; the worker warns when it is.
@@ -100,6 +106,7 @@ func Defaults() Rules {
 		ModelPriceIn: 2_500_000, ModelPriceOut: 10_000_000,
 		HistoryBudgetBytes: 64 << 10,
 		ReceiptMaxTTL:      Duration(time.Hour),
+		Deployment:         "local",
 		FraudScoreReview:   50, PriorClaimsReview: 3, PriorClaimsWindow: Duration(365 * 24 * time.Hour),
 		ExclusionTerms: DefaultExclusionTerms(),
 	}
@@ -109,7 +116,7 @@ func Defaults() Rules {
 // set; fields it leaves out keep their defaults), then the environment
 // variables that name a setting (AUTO_APPROVE_LIMIT, FOUR_EYES_ABOVE,
 // APPROVAL_TTL, REMINDER_AT, ESCALATION_TTL, FINAL_OUTCOME,
-// ALLOW_UNSIGNED_DECISIONS). The result is validated.
+// ALLOW_UNSIGNED_DECISIONS, INSURER_DEPLOYMENT). The result is validated.
 func Load(path string, getenv func(string) string) (Rules, error) {
 	r := Defaults()
 	if path != "" {
@@ -144,6 +151,7 @@ func Load(path string, getenv func(string) string) (Rules, error) {
 		{"APPROVAL_TTL", dur(&r.ApprovalTTL)},
 		{"ESCALATION_TTL", dur(&r.EscalationTTL)},
 		{"FINAL_OUTCOME", str(&r.FinalOutcome)},
+		{"INSURER_DEPLOYMENT", str(&r.Deployment)},
 		{"REMINDER_AT", func(v string) (err error) { r.ReminderAt, err = strconv.ParseFloat(v, 64); return err }},
 		{"ALLOW_UNSIGNED_DECISIONS", func(v string) (err error) { r.AllowUnsignedDecisions, err = strconv.ParseBool(v); return err }},
 	} {
@@ -182,6 +190,8 @@ func (r Rules) Validate() error {
 		return bad("model_price", "must not be negative")
 	case r.HistoryBudgetBytes <= 0:
 		return bad("history_budget_bytes", "must be positive")
+	case !deploymentName.MatchString(r.Deployment):
+		return bad("deployment", "%q must be 1 to 63 lowercase letters, digits, '.', '_' or '-'", r.Deployment)
 	case r.ReceiptMaxTTL <= 0 || r.ReceiptMaxTTL > Duration(24*time.Hour):
 		return bad("receipt_max_ttl", "must be positive and at most 24h")
 	case r.FraudScoreReview < 0 || r.FraudScoreReview > 100:
@@ -198,6 +208,8 @@ func (r Rules) Validate() error {
 	}
 	return nil
 }
+
+var deploymentName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
 // WholeAmount reads a policy amount: a whole number of major units.
 func WholeAmount(v string) (int64, error) {

@@ -19,6 +19,10 @@ const (
 	ClaimHistoryBytes    = "claim_history_bytes"   // histogram {step}
 	ClaimHistoryEvents   = "claim_history_events"  // histogram {step}
 	HistoryBudgetCrossed = "claim_history_budget_exceeded"
+	// ActivityRefusals counts calls an activity refused because the caller
+	// had no authority for them: a foreign run, a closed claim, a payout the
+	// store and the receipts do not allow. Each is an alert.
+	ActivityRefusals = "activity_refusals" // counter {activity, code}
 
 	// The model, counted where it is called (every real call, resumed runs
 	// included: what the provider bills).

@@ -49,13 +49,13 @@ func priorClaimsUsingTheIndexes(t *testing.T, s *Store, _ string) {
 	assert.Equal(t, PriorClaimsCountCap, total)
 	assert.True(t, capped, "the count stops at the cap")
 
-	n, err := s.CountPriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", time.Now().Add(-time.Hour))
+	n, err := s.CountPriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", time.Now().Add(-time.Hour), time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, 2, n, "within the window")
-	n, err = s.CountPriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", time.Now().Add(time.Hour))
+	n, err = s.CountPriorClaims(ctx, "a-1", "ada@example.com", "acct_1Ada", time.Now().Add(time.Hour), time.Time{})
 	require.NoError(t, err)
 	assert.Zero(t, n, "none registered since a time to come")
-	n, err = s.CountPriorClaims(ctx, "c-000", "carol@example.com", "acct_1Carol", time.Time{})
+	n, err = s.CountPriorClaims(ctx, "c-000", "carol@example.com", "acct_1Carol", time.Time{}, time.Time{})
 	require.NoError(t, err)
 	assert.Equal(t, PriorClaimsCountCap, n, "capped")
 

@@ -119,7 +119,16 @@ type Record struct {
 	TransferID string      `json:"transfer_id,omitempty"`
 	// AmendedBy lists who amended the claim, in order, once each.
 	AmendedBy []string `json:"amended_by,omitempty"`
+	// RunID is the workflow run the claim belongs to: the run whose intake
+	// took it last (TakeClaim). Empty until a run takes it.
+	RunID string `json:"run_id,omitempty"`
+	// CreatedAt is when the claim was registered.
+	CreatedAt time.Time `json:"created_at"`
 }
+
+// Closed says whether the claim's outcome is recorded (step 8 ran): it is
+// never processed again.
+func (r Record) Closed() bool { return r.ClosedKey != "" }
 
 // PutClaim registers a claim. Registering the same claim again is a no-op
 // that returns the stored record; different content under the same ID is
@@ -151,11 +160,18 @@ func (s *Store) PutClaim(ctx context.Context, c claim.Claim) (Record, bool, erro
 
 // GetClaim reads one claim; ErrNotFound if it was never registered.
 func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
+	return scanRecord(s.queryRow(ctx, `SELECT `+recordColumns+` FROM claims WHERE id = ?`, id), id)
+}
+
+// recordColumns are what a Record is read from, in scanRecord's order.
+const recordColumns = `body, status, version, closed_key, transfer_id, amended_by, run_id, created_at`
+
+func scanRecord(row *sql.Row, id string) (Record, error) {
 	var rec Record
 	var body string
-	var closedKey, transferID, amendedBy sql.NullString
-	err := s.queryRow(ctx, `SELECT body, status, version, closed_key, transfer_id, amended_by FROM claims WHERE id = ?`, id).
-		Scan(&body, &rec.Status, &rec.Version, &closedKey, &transferID, &amendedBy)
+	var closedKey, transferID, amendedBy, runID sql.NullString
+	var created stamp
+	err := row.Scan(&body, &rec.Status, &rec.Version, &closedKey, &transferID, &amendedBy, &runID, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Record{}, fmt.Errorf("store: claim %s: %w", id, ErrNotFound)
 	}
@@ -165,7 +181,7 @@ func (s *Store) GetClaim(ctx context.Context, id string) (Record, error) {
 	if err := json.Unmarshal([]byte(body), &rec.Claim); err != nil {
 		return Record{}, fmt.Errorf("store: claim %s body: %w", id, err)
 	}
-	rec.ClosedKey, rec.TransferID = closedKey.String, transferID.String
+	rec.ClosedKey, rec.TransferID, rec.RunID, rec.CreatedAt = closedKey.String, transferID.String, runID.String, created.Time
 	if amendedBy.String != "" {
 		if err := json.Unmarshal([]byte(amendedBy.String), &rec.AmendedBy); err != nil {
 			return Record{}, fmt.Errorf("store: claim %s amended_by: %w", id, err)
@@ -420,18 +436,58 @@ type Refusal struct {
 	Reason string `json:"refusal"`
 }
 
-// RecordRefusal records a refused decision, once per key.
-func (s *Store) RecordRefusal(ctx context.Context, r Refusal) error {
-	q := `INSERT INTO refusals (key, claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	if r.Key != "" {
-		q += ` ON CONFLICT(key) WHERE key <> '' DO NOTHING`
-	}
-	_, err := s.exec(ctx, q, r.Key, r.ClaimID, s.ts(r.At), r.Channel, r.Approver, r.Decision, r.PayloadSHA256, r.Code, r.KeyID, r.Reason)
+// MaxRefusalsPerClaim bounds the refusals kept per claim: later ones are
+// counted (RefusalsDropped), so a flood of refused decisions or foreign
+// calls cannot grow the store without bound.
+const MaxRefusalsPerClaim = 32
+
+// RecordRefusal records a refused decision, once per key, for a claim the
+// store holds: the first MaxRefusalsPerClaim in full, the rest as a count.
+// It reports whether the refusal is kept in full. A claim the store does
+// not hold is ErrNotFound: what anyone may name, nobody's storage pays for.
+func (s *Store) RecordRefusal(ctx context.Context, r Refusal) (kept bool, err error) {
+	t, err := s.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
+		return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
 	}
-	return nil
+	defer t.Rollback()
+	var dropped int
+	err = t.lock(ctx, `SELECT refusals_dropped FROM claims WHERE id = ?`, r.ClaimID).Scan(&dropped)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, fmt.Errorf("store: refusal for claim %s: %w", r.ClaimID, ErrNotFound)
+	}
+	if err != nil {
+		return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
+	}
+	var n, same int
+	if err := t.QueryRowContext(ctx, t.d.rebind(`SELECT count(*), count(CASE WHEN key = ? AND key <> '' THEN 1 END) FROM refusals WHERE claim_id = ?`),
+		r.Key, r.ClaimID).Scan(&n, &same); err != nil {
+		return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
+	}
+	switch {
+	case same > 0:
+		return true, t.Commit() // recorded before
+	case n >= MaxRefusalsPerClaim:
+		if _, err := t.exec(ctx, `UPDATE claims SET refusals_dropped = refusals_dropped + 1 WHERE id = ?`, r.ClaimID); err != nil {
+			return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
+		}
+		return false, t.Commit()
+	}
+	if _, err := t.exec(ctx, `INSERT INTO refusals (key, claim_id, at, channel, approver, decision, payload_sha256, code, kid, reason)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, r.Key, r.ClaimID, s.ts(r.At), r.Channel, r.Approver, r.Decision, r.PayloadSHA256, r.Code, r.KeyID, r.Reason); err != nil {
+		return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
+	}
+	return true, t.Commit()
+}
+
+// RefusalsDropped counts the refusals of a claim past MaxRefusalsPerClaim.
+func (s *Store) RefusalsDropped(ctx context.Context, claimID string) (int, error) {
+	var n int
+	err := s.queryRow(ctx, `SELECT refusals_dropped FROM claims WHERE id = ?`, claimID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("store: claim %s: %w", claimID, ErrNotFound)
+	}
+	return n, err
 }
 
 // Refusals lists a claim's refused decisions, oldest first.
@@ -588,14 +644,18 @@ func (s *Store) PriorClaims(ctx context.Context, excludeID, email, account strin
 }
 
 // CountPriorClaims counts the other claims by the claimant with this e-mail
-// or payout account registered since since, up to PriorClaimsCountCap.
-func (s *Store) CountPriorClaims(ctx context.Context, excludeID, email, account string, since time.Time) (int, error) {
-	byEmail := `SELECT id FROM claims WHERE ` + s.d.claimant("email") + ` = ? AND id <> ? AND created_at >= ? LIMIT ?`
-	byAccount := `SELECT id FROM claims WHERE ` + s.d.claimant("stripe_account") + ` = ? AND id <> ? AND created_at >= ? LIMIT ?`
-	from := s.ts(since.UTC())
+// or payout account registered since since (and before until, unless it is
+// zero), up to PriorClaimsCountCap.
+func (s *Store) CountPriorClaims(ctx context.Context, excludeID, email, account string, since, until time.Time) (int, error) {
+	byEmail := `SELECT id FROM claims WHERE ` + s.d.claimant("email") + ` = ? AND id <> ? AND created_at >= ? AND created_at < ? LIMIT ?`
+	byAccount := `SELECT id FROM claims WHERE ` + s.d.claimant("stripe_account") + ` = ? AND id <> ? AND created_at >= ? AND created_at < ? LIMIT ?`
+	if until.IsZero() {
+		until = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	from, to := s.ts(since.UTC()), s.ts(until.UTC())
 	var n int
 	err := s.queryRow(ctx, `SELECT count(*) FROM (SELECT id FROM (`+byEmail+`) AS e UNION SELECT id FROM (`+byAccount+`) AS a) AS p`,
-		email, excludeID, from, PriorClaimsCountCap, account, excludeID, from, PriorClaimsCountCap).Scan(&n)
+		email, excludeID, from, to, PriorClaimsCountCap, account, excludeID, from, to, PriorClaimsCountCap).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("store: prior claims of %s: %w", excludeID, err)
 	}

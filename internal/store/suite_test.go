@@ -209,17 +209,39 @@ func TestAuditModelCallsRefusalsFraudFlags(t *testing.T) {
 		at := time.Date(2026, 11, 30, 7, 0, 0, 123456000, time.UTC)
 		ref := Refusal{Key: "claim-1:update:u1", ClaimID: "claim-1", At: at, Channel: "update", Approver: "mallory", Decision: "approve",
 			Code: "unsigned", Reason: "unsigned"}
-		require.NoError(t, s.RecordRefusal(ctx, ref))
-		require.NoError(t, s.RecordRefusal(ctx, ref), "the same update refused twice is one row")
+		_, err = s.RecordRefusal(ctx, ref)
+		assert.ErrorIs(t, err, ErrNotFound, "a refusal for a claim the store does not hold is not kept")
+		_, _, err = s.PutClaim(ctx, testClaim("claim-1"))
+		require.NoError(t, err)
+		for range 2 {
+			kept, err := s.RecordRefusal(ctx, ref)
+			require.NoError(t, err, "the same update refused twice is one row")
+			assert.True(t, kept)
+		}
 		unkeyed := ref
 		unkeyed.Key = ""
-		require.NoError(t, s.RecordRefusal(ctx, unkeyed))
-		require.NoError(t, s.RecordRefusal(ctx, unkeyed))
+		for range 2 {
+			_, err = s.RecordRefusal(ctx, unkeyed)
+			require.NoError(t, err)
+		}
 		refs, err := s.Refusals(ctx, "claim-1")
 		require.NoError(t, err)
 		require.Len(t, refs, 3)
 		assert.Equal(t, at, refs[0].At)
 		assert.Equal(t, "claim-1:update:u1", refs[0].Key)
+		// Bounded: past MaxRefusalsPerClaim a refusal is counted, not kept.
+		for i := range 2 * MaxRefusalsPerClaim {
+			flood := ref
+			flood.Key = fmt.Sprintf("claim-1:update:flood-%d", i)
+			_, err := s.RecordRefusal(ctx, flood)
+			require.NoError(t, err)
+		}
+		refs, err = s.Refusals(ctx, "claim-1")
+		require.NoError(t, err)
+		assert.Len(t, refs, MaxRefusalsPerClaim)
+		dropped, err := s.RefusalsDropped(ctx, "claim-1")
+		require.NoError(t, err)
+		assert.Equal(t, 3+2*MaxRefusalsPerClaim-MaxRefusalsPerClaim, dropped)
 
 		flag := FraudFlag{Key: "claim-1:step2:flag:1", ClaimID: "claim-1", Signal: "duplicate-invoice", Note: "seen before"}
 		replayed, err = s.FlagFraud(ctx, flag)
@@ -393,11 +415,32 @@ func TestKeyedWritesRaceAcrossWorkers(t *testing.T) {
 
 		var refused atomic.Bool
 		race("refusal", func(w *Store, _ int) (bool, error) {
-			err := w.RecordRefusal(ctx, Refusal{Key: "claim-race:update:u1", ClaimID: "claim-race", At: time.Now(), Channel: "update",
+			_, err := w.RecordRefusal(ctx, Refusal{Key: "claim-race:update:u1", ClaimID: "claim-race", At: time.Now(), Channel: "update",
 				Approver: "mallory", Decision: "approve", Reason: "unsigned"})
 			return err == nil && refused.CompareAndSwap(false, true), err
 		})
 		assert.Equal(t, 1, count(`SELECT count(*) FROM refusals WHERE key = ?`, "claim-race:update:u1"))
+		race("refusals past the bound", func(w *Store, i int) (bool, error) {
+			_, err := w.RecordRefusal(ctx, Refusal{Key: fmt.Sprintf("claim-race:update:flood-%d", i), ClaimID: "claim-race", At: time.Now(),
+				Channel: "update", Reason: "unsigned"})
+			return i == 0, err
+		})
+		for i := range 3 * MaxRefusalsPerClaim {
+			_, err := s.RecordRefusal(ctx, Refusal{Key: fmt.Sprintf("claim-race:update:more-%d", i), ClaimID: "claim-race", At: time.Now(), Reason: "x"})
+			require.NoError(t, err)
+		}
+		assert.Equal(t, MaxRefusalsPerClaim, count(`SELECT count(*) FROM refusals WHERE claim_id = ?`, "claim-race"), "bounded across workers")
+		dropped, err := s.RefusalsDropped(ctx, "claim-race")
+		require.NoError(t, err)
+		assert.Equal(t, 1+writers+3*MaxRefusalsPerClaim-MaxRefusalsPerClaim, dropped, "every refusal kept or counted")
+
+		var reserved atomic.Int32
+		race("payout", func(w *Store, i int) (bool, error) {
+			p, err := w.ReservePayout(ctx, Payout{ClaimID: "claim-race", Key: "claim-race:step6", RunID: fmt.Sprintf("run-%d", i),
+				AmountMinor: 184000, Currency: "usd", Destination: "acct_1Ada"})
+			return err == nil && p.RunID == fmt.Sprintf("run-%d", i) && reserved.Add(1) == 1, err
+		})
+		assert.Equal(t, 1, count(`SELECT count(*) FROM payouts WHERE claim_id = ?`, "claim-race"))
 
 		var closedAt sync.Map
 		race("close", func(w *Store, i int) (bool, error) {
@@ -440,6 +483,65 @@ func TestKeyedWritesRaceAcrossWorkers(t *testing.T) {
 
 // A SQLite store made before migrations were versioned (no goose table,
 // columns added later missing) opens and gains them.
+// A claim belongs to the run that took it: intake binds it, a closed claim
+// is never taken again, a reset run takes it over only from the run it was
+// bound to. Its payout is reserved once: the same payout again is the one
+// held, any other is a conflict, and the transfer is recorded once.
+func TestClaimsBelongToOneRunAndArePaidOnce(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		_, err := s.TakeClaim(ctx, "claim-9", "run-1")
+		assert.ErrorIs(t, err, ErrNotFound)
+		_, _, err = s.PutClaim(ctx, testClaim("claim-9"))
+		require.NoError(t, err)
+		rec, err := s.TakeClaim(ctx, "claim-9", "run-1")
+		require.NoError(t, err)
+		assert.Equal(t, "run-1", rec.RunID)
+		assert.WithinDuration(t, time.Now(), rec.CreatedAt, time.Minute)
+		moved, err := s.HandOver(ctx, "claim-9", "run-0", "run-2")
+		require.NoError(t, err)
+		assert.False(t, moved, "only from the run it is bound to")
+		moved, err = s.HandOver(ctx, "claim-9", "run-1", "run-2")
+		require.NoError(t, err)
+		assert.True(t, moved)
+		rec, err = s.TakeClaim(ctx, "claim-9", "run-3")
+		require.NoError(t, err, "an open claim passes to the run whose intake reads it")
+		assert.Equal(t, "run-3", rec.RunID)
+
+		p := Payout{ClaimID: "claim-9", Key: "claim-9:step6", RunID: "run-3", AmountMinor: 184000, Currency: "usd", Destination: "acct_1Ada"}
+		held, err := s.ReservePayout(ctx, p)
+		require.NoError(t, err)
+		assert.Equal(t, PayoutReserved, held.Status)
+		again := p
+		again.RunID = "run-4"
+		held, err = s.ReservePayout(ctx, again)
+		require.NoError(t, err, "the same payout from a run that took over")
+		assert.Equal(t, "run-3", held.RunID)
+		for _, other := range []Payout{{Key: "claim-9:step6-b", AmountMinor: 184000}, {Key: "claim-9:step6", AmountMinor: 184001}} {
+			q := p
+			q.Key, q.AmountMinor = other.Key, other.AmountMinor
+			_, err = s.ReservePayout(ctx, q)
+			assert.ErrorIs(t, err, ErrConflict, "a claim is paid once")
+		}
+		require.NoError(t, s.MarkPaid(ctx, "claim-9", "claim-9:step6", "tr_1"))
+		require.NoError(t, s.MarkPaid(ctx, "claim-9", "claim-9:step6", "tr_1"), "the same transfer again")
+		assert.ErrorIs(t, s.MarkPaid(ctx, "claim-9", "claim-9:step6", "tr_2"), ErrConflict)
+		got, err := s.Payout(ctx, "claim-9")
+		require.NoError(t, err)
+		assert.Equal(t, PayoutPaid, got.Status)
+		assert.Equal(t, "tr_1", got.TransferID)
+
+		_, _, err = s.CloseClaim(ctx, "claim-9", "claim-9:step8", "paid", "tr_1", 184000)
+		require.NoError(t, err)
+		rec, err = s.TakeClaim(ctx, "claim-9", "run-5")
+		assert.ErrorIs(t, err, ErrClosed, "a closed claim is never taken again")
+		assert.Equal(t, "run-3", rec.RunID)
+		moved, err = s.HandOver(ctx, "claim-9", "run-3", "run-5")
+		require.NoError(t, err)
+		assert.False(t, moved)
+	})
+}
+
 func TestAnUnversionedSQLiteStoreIsUpgraded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "claims.db")
 	db, err := sql.Open("sqlite", "file:"+path)
@@ -459,7 +561,8 @@ func TestAnUnversionedSQLiteStoreIsUpgraded(t *testing.T) {
 	rec, err := s.GetClaim(ctx, "old-1")
 	require.NoError(t, err)
 	assert.Empty(t, rec.AmendedBy)
-	require.NoError(t, s.RecordRefusal(ctx, Refusal{Key: "old-1:update:u", ClaimID: "old-1", At: time.Now(), Code: "unsigned", KeyID: "k"}))
+	_, err = s.RecordRefusal(ctx, Refusal{Key: "old-1:update:u", ClaimID: "old-1", At: time.Now(), Code: "unsigned", KeyID: "k"})
+	require.NoError(t, err)
 	refs, err := s.Refusals(ctx, "old-1")
 	require.NoError(t, err)
 	assert.Equal(t, "k", refs[0].KeyID)

@@ -38,7 +38,8 @@ func (r *Recorder) write() {
 	defer close(r.done)
 	for ref := range r.ch {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := r.st.RecordRefusal(ctx, ref); err != nil {
+		// Past store.MaxRefusalsPerClaim a refusal is counted, not kept.
+		if _, err := r.st.RecordRefusal(ctx, ref); err != nil {
 			r.log.Error("refused decision not recorded", "claim", ref.ClaimID, "approver", ref.Approver, "error", err)
 		}
 		cancel()
