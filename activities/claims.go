@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -45,6 +46,11 @@ type LoadClaimResult struct {
 	Revoked []string `json:"revoked,omitempty"`
 	// Review is what the review rules read (nil before they existed).
 	Review *Review `json:"review,omitempty"`
+	// Audience is what decision receipts for this claim must carry as
+	// their "aud": this worker's namespace and insurer deployment
+	// (approvals.Audience). Recorded here, not read by the workflow from
+	// its own info, so a replay anywhere checks receipts as the run did.
+	Audience string `json:"audience,omitempty"`
 	Meta
 }
 
@@ -94,7 +100,8 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 		return LoadClaimResult{}, err
 	}
 	rules := a.Rules
-	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, AmendedBy: rec.AmendedBy, Rules: &rules, Meta: meta(ctx)}
+	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, AmendedBy: rec.AmendedBy, Rules: &rules, Meta: meta(ctx),
+		Audience: approvals.Audience(c.Namespace, a.Rules.Deployment)}
 	p, ok := a.Policies[rec.Claim.PolicyID]
 	if ok {
 		res.Policy = &p

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,7 +20,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/log"
 
 	"github.com/durableclaims/durableclaims/internal/cluster"
 	"github.com/durableclaims/durableclaims/internal/pgserver"
@@ -66,6 +64,9 @@ type scaleTarget struct {
 	serverPprof string
 	// temporalPG is the server's own PostgreSQL (cluster only).
 	temporalPG *pgserver.Server
+	// auth is what a worker adds to its environment to reach the server
+	// (the cluster's worker token).
+	auth []string
 }
 
 // scaling runs the workload against each server in e.o.scaleServers.
@@ -116,8 +117,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 		if err != nil {
 			return scaleTarget{}, nil, fmt.Errorf("scaling: cluster: %w", err)
 		}
-		cl, err := client.Dial(client.Options{HostPort: c.Address(), Namespace: cluster.Namespace,
-			Logger: log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))})
+		cl, err := client.Dial(c.ClientOptions(cluster.RoleStarter))
 		if err != nil {
 			c.Stop()
 			return scaleTarget{}, nil, err
@@ -125,7 +125,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 		fmt.Fprintf(os.Stderr, "  scaling: Temporal server %s on PostgreSQL started in %s at %s\n", cluster.ServerVersion,
 			time.Since(t0).Round(time.Second), c.Address())
 		return scaleTarget{key: "cluster", label: "Temporal cluster on PostgreSQL", address: c.Address(), client: cl,
-				serverPID: c.PID, serverPprof: c.PprofURL(), temporalPG: c.Postgres()},
+				serverPID: c.PID, serverPprof: c.PprofURL(), temporalPG: c.Postgres(), auth: c.AuthEnv(cluster.RoleWorker)},
 			func() { cl.Close(); c.Stop() }, nil
 	}
 	return scaleTarget{}, nil, fmt.Errorf("-scaling-servers: unknown server %q (dev, cluster)", srv)
@@ -147,7 +147,7 @@ func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *stor
 		for i := range workers {
 			var err error
 			workers[i], err = e.spawnClaimsWorker(fmt.Sprintf("scaling-%s-%dw-%d", t.key, n, i),
-				"CLAIMS_DB="+url, "TEMPORAL_ADDRESS="+t.address, "CLAIMS_TASK_QUEUE="+scalingQueue)
+				append([]string{"CLAIMS_DB=" + url, "TEMPORAL_ADDRESS=" + t.address, "CLAIMS_TASK_QUEUE=" + scalingQueue}, t.auth...)...)
 			if err != nil {
 				stopAll(workers)
 				return err

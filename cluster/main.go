@@ -1,12 +1,18 @@
 // Command cluster runs PostgreSQL and a real Temporal server on it (not the
 // dev server), on loopback ports, until SIGINT or SIGTERM, then stops both.
-// It prints what a worker needs to reach them:
+// The server's frontend takes no anonymous call: each program has a token
+// of its own (internal/cluster/auth.go), in DIR/tokens/ROLE.jwt. It prints
+// what a worker needs to reach them:
 //
 //	TEMPORAL_ADDRESS=127.0.0.1:…
 //	TEMPORAL_NAMESPACE=default
+//	TEMPORAL_API_KEY=eyJ…   (the worker's token)
+//	TEMPORAL_TLS=false      (loopback; in production the frontend takes TLS)
 //	CLAIMS_DB=postgres://claims@127.0.0.1:…/claims?sslmode=disable
 //
-// and writes the same lines to DIR/env (`set -a; . var/cluster/env`).
+// and writes the same lines to DIR/env (`set -a; . var/cluster/env`), and
+// one file per program, DIR/env.ROLE (starter, inbox, claimsctl, reader,
+// admin), with that program's token instead of the worker's.
 // `make cluster` builds and runs it; the server comes from
 // `make temporal-server`. DIR is wiped at start: every run is a fresh
 // cluster.
@@ -67,12 +73,16 @@ func run(dir, logLevel string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	env := strings.Join([]string{
-		"TEMPORAL_ADDRESS=" + c.Address(),
-		"TEMPORAL_NAMESPACE=" + cluster.Namespace,
-		"CLAIMS_DB=" + claimsDB,
-	}, "\n") + "\n"
-	if err := os.WriteFile(filepath.Join(c.Dir(), "env"), []byte(env), 0o644); err != nil {
+	envOf := func(role string) string {
+		return strings.Join(append(c.Env(role), "CLAIMS_DB="+claimsDB), "\n") + "\n"
+	}
+	for _, role := range cluster.Roles {
+		if err := os.WriteFile(filepath.Join(c.Dir(), "env."+role), []byte(envOf(role)), 0o600); err != nil {
+			return err
+		}
+	}
+	env := envOf(cluster.RoleWorker)
+	if err := os.WriteFile(filepath.Join(c.Dir(), "env"), []byte(env), 0o600); err != nil {
 		return err
 	}
 	fmt.Print(env)

@@ -47,6 +47,7 @@ type approver struct {
 	client  client.Client
 	cli     string
 	address string
+	cliEnv  []string // what the CLI needs to reach the server (a token)
 	prefix  string
 	plan    map[string]plannedClaim
 	within  time.Duration // the longest delay before deciding
@@ -62,12 +63,12 @@ type approver struct {
 
 const approverID = "adjuster-17"
 
-func newApprover(c client.Client, cli, address, prefix string, plan []plannedClaim, within time.Duration, key authority.KeyFile, log *slog.Logger) *approver {
+func newApprover(c client.Client, cli, address string, cliEnv []string, prefix string, plan []plannedClaim, within time.Duration, key authority.KeyFile, log *slog.Logger) *approver {
 	byID := make(map[string]plannedClaim, len(plan))
 	for _, p := range plan {
 		byID[p.Claim.ID] = p
 	}
-	return &approver{client: c, cli: cli, address: address, prefix: prefix, plan: byID, within: within, key: key,
+	return &approver{client: c, cli: cli, address: address, cliEnv: cliEnv, prefix: prefix, plan: byID, within: within, key: key,
 		log: log, sem: make(chan struct{}, 4), book: map[string]*decision{}}
 }
 
@@ -228,7 +229,7 @@ func (a *approver) runCLI(ctx context.Context, args []string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, a.cli, args...)
-	cmd.Env = childEnv()
+	cmd.Env = childEnv(a.cliEnv...) // the cluster's token, if it needs one
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/durableclaims/durableclaims/internal/cluster"
 	"github.com/durableclaims/durableclaims/internal/pgserver"
 )
@@ -16,6 +18,10 @@ import (
 type temporalServer interface {
 	name() string
 	hostPort() string
+	// auth is what a program in role (cluster.Role*) adds to reach the
+	// server: the environment of a child process and an SDK client's
+	// credentials. Nothing for the dev server, whose frontend is open.
+	auth(role string) (env []string, creds client.Credentials)
 	// restart stops the server (SIGTERM; SIGKILL after a grace period,
 	// reported as forced) and starts it again on the same ports and data.
 	restart(ctx context.Context) (forced bool, err error)
@@ -23,6 +29,8 @@ type temporalServer interface {
 }
 
 func (d *devServer) name() string { return "dev server" }
+
+func (d *devServer) auth(string) ([]string, client.Credentials) { return nil, nil }
 
 func (d *devServer) restart(ctx context.Context) (bool, error) {
 	forced := d.stop(10 * time.Second)
@@ -47,6 +55,10 @@ func (c *clusterServer) name() string {
 	return "Temporal server " + cluster.ServerVersion + " on PostgreSQL"
 }
 func (c *clusterServer) hostPort() string { return c.c.Address() }
+
+func (c *clusterServer) auth(role string) ([]string, client.Credentials) {
+	return c.c.AuthEnv(role), c.c.ClientOptions(role).Credentials
+}
 
 func (c *clusterServer) restart(ctx context.Context) (bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)

@@ -25,6 +25,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/cluster"
 	"github.com/durableclaims/durableclaims/internal/pgserver"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/stripesim"
@@ -149,7 +150,8 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 	killerDone.Go(func() { killer(killCtx, s.workers, s.o.KillMin, s.o.KillMax, &s.chaos, s.log) })
 	defer func() { stopKiller(); killerDone.Wait() }()
 
-	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
+	cliAuth, _ := s.server.auth(cluster.RoleClaimsctl)
+	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
 	apprCtx, stopApprover := context.WithCancel(runCtx)
 	var approverDone sync.WaitGroup
 	approverDone.Go(func() { appr.watch(apprCtx) })
@@ -436,20 +438,23 @@ func (s *soak) dial(ctx context.Context) error {
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s.client, err = client.DialContext(dctx, client.Options{HostPort: s.server.hostPort(), Namespace: "default", Logger: logger})
+	_, creds := s.server.auth(cluster.RoleClaimsctl)
+	s.client, err = client.DialContext(dctx, client.Options{HostPort: s.server.hostPort(), Namespace: "default", Logger: logger, Credentials: creds,
+		ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}}) // both servers are plaintext on loopback
 	return err
 }
 
 func (s *soak) approversFile() string { return filepath.Join(s.dir, "approvers.json") }
 
 func (s *soak) startWorkers() {
-	env := childEnv(
-		"TEMPORAL_ADDRESS="+s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
-		"STRIPE_API_BASE="+s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
-		"CLAIMS_DB="+s.claimsDB, "MAIL_SPOOL="+filepath.Join(s.dir, "mail"),
-		"LOG_LEVEL=warn", "BLOB_URL="+s.blobURL,
-		"APPROVERS_FILE="+s.approversFile(),
-	)
+	auth, _ := s.server.auth(cluster.RoleWorker)
+	env := childEnv(append([]string{
+		"TEMPORAL_ADDRESS=" + s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
+		"STRIPE_API_BASE=" + s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
+		"CLAIMS_DB=" + s.claimsDB, "MAIL_SPOOL=" + filepath.Join(s.dir, "mail"),
+		"LOG_LEVEL=warn", "BLOB_URL=" + s.blobURL,
+		"APPROVERS_FILE=" + s.approversFile(),
+	}, auth...)...)
 	for i := 1; i <= s.o.Workers; i++ {
 		w := newSupervisor(fmt.Sprintf("worker-%d", i), s.o.WorkerBin, s.dir, env, s.log)
 		s.workers = append(s.workers, w)

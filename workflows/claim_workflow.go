@@ -266,8 +266,7 @@ func (r *claimRun) admit(ctx workflow.Context, loaded activities.LoadClaimResult
 		}
 	}
 	if version >= versionAuthority && r.trust != nil {
-		r.trust.Audience = approvals.Audience(workflow.GetInfo(ctx).Namespace, loaded.Rules.Deployment)
-		r.trust.Identities = true
+		r.trust.Audience, r.trust.Identities = loaded.Audience, true
 	}
 	return nil
 }

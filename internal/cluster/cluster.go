@@ -96,6 +96,9 @@ type Options struct {
 	// Logger gets a line per step of Start and Restart, with its
 	// duration; nil discards them.
 	Logger *slog.Logger
+	// NoAuth starts the server with an anonymous frontend, as the dev
+	// server runs. By default every call needs a token (auth.go).
+	NoAuth bool
 }
 
 // Cluster is one running Temporal server on PostgreSQL.
@@ -106,6 +109,7 @@ type Cluster struct {
 	ownPG     bool
 	serverBin string
 	ports     ports
+	auth      *issuer // nil with NoAuth
 
 	mu         sync.Mutex // serialises Restart, Kill and Stop
 	proc       *process
@@ -174,6 +178,12 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 	done("databases created and migrated", "databases", DatabaseName+","+VisibilityDatabaseName)
 	if c.ports, err = newPorts(); err != nil {
 		return nil, err
+	}
+	if !opts.NoAuth {
+		if c.auth, err = newIssuer(dir); err != nil {
+			return nil, fmt.Errorf("cluster: token issuer: %w", err)
+		}
+		done("tokens issued", "dir", c.TokensDir(), "jwks", c.auth.url)
 	}
 	if err := c.writeConfig(); err != nil {
 		return nil, err
@@ -285,8 +295,12 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	fmt.Fprintf(logf, "--- internal/cluster: starting the server at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(c.serverBin, "--root", c.root, "--config", "config", "--env", "development",
-		"--allow-no-auth", "start")
+	args := []string{"--root", c.root, "--config", "config", "--env", "development", "--allow-no-auth", "start"}
+	if c.auth != nil {
+		args = []string{"--root", c.root, "--config", "config", "--env", "development", "start",
+			"--service", "frontend", "--service", "internal-frontend", "--service", "history", "--service", "matching", "--service", "worker"}
+	}
+	cmd := exec.Command(c.serverBin, args...)
 	cmd.Dir = c.root
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
@@ -326,11 +340,30 @@ func (c *Cluster) stopLocked(sig syscall.Signal) {
 }
 
 func (c *Cluster) dial() (client.Client, error) {
-	return client.NewLazyClient(client.Options{
+	return client.NewLazyClient(c.ClientOptions(RoleAdmin))
+}
+
+// ClientOptions are the SDK client options of a program in role.
+func (c *Cluster) ClientOptions(role string) client.Options {
+	o := client.Options{
 		HostPort:  c.Address(),
 		Namespace: Namespace,
 		Logger:    sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-	})
+	}
+	if tok, err := c.Token(role); err == nil {
+		// An API key turns TLS on unless told otherwise: the loopback
+		// frontend is plaintext (TEMPORAL_TLS=false in Env).
+		o.Credentials = client.NewAPIKeyStaticCredentials(tok)
+		o.ConnectionOptions.TLSDisabled = true
+	}
+	return o
+}
+
+func (c *Cluster) jwksURL() string {
+	if c.auth == nil {
+		return ""
+	}
+	return c.auth.url
 }
 
 // poll calls try every 100 ms until it returns nil, ctx ends, or the
@@ -545,6 +578,7 @@ func (c *Cluster) Stop() error {
 	c.mu.Lock()
 	c.stopLocked(syscall.SIGTERM)
 	c.mu.Unlock()
+	c.auth.close()
 	if c.ownPG && c.pg != nil {
 		return c.pg.Stop()
 	}

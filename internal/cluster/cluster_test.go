@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -92,9 +93,35 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 		}
 	}()
 
-	cl, err := client.Dial(client.Options{HostPort: c.Address(), Namespace: cluster.Namespace, Logger: quiet()})
+	cl, err := client.Dial(c.ClientOptions(cluster.RoleWorker))
 	require.NoError(t, err)
 	defer cl.Close()
+
+	// No anonymous frontend: without a token, or with a forged one,
+	// nothing is read or started; a reader reads and starts nothing.
+	forged, err := c.Token(cluster.RoleWorker)
+	require.NoError(t, err)
+	forged = forged[:len(forged)-8] + "AAAAAAAA"
+	for name, creds := range map[string]client.Credentials{"anonymous": nil, "forged token": client.NewAPIKeyStaticCredentials(forged)} {
+		o := client.Options{HostPort: c.Address(), Namespace: cluster.Namespace, Logger: quiet(), Credentials: creds,
+			ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}}
+		anon, err := client.NewLazyClient(o)
+		require.NoError(t, err)
+		_, err = anon.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "greet-anonymous", TaskQueue: taskQueue}, Greet, "x")
+		var denied *serviceerror.PermissionDenied
+		assert.ErrorAs(t, err, &denied, "%s: a start", name)
+		_, err = anon.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: cluster.Namespace})
+		assert.ErrorAs(t, err, &denied, "%s: a read", name)
+		anon.Close()
+	}
+	reader, err := client.NewLazyClient(c.ClientOptions(cluster.RoleReader))
+	require.NoError(t, err)
+	_, err = reader.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: cluster.Namespace})
+	require.NoError(t, err, "a reader reads")
+	_, err = reader.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "greet-reader", TaskQueue: taskQueue}, Greet, "x")
+	var denied *serviceerror.PermissionDenied
+	assert.ErrorAs(t, err, &denied, "a reader starts nothing")
+	reader.Close()
 	w := worker.New(cl, taskQueue, worker.Options{})
 	w.RegisterWorkflow(Greet)
 	w.RegisterActivity(Hello)

@@ -21,8 +21,11 @@ type ports struct {
 	History, HistoryMembership                 int
 	Matching, MatchingMembership               int
 	Worker, WorkerMembership                   int
-	Metrics                                    int
-	Pprof                                      int
+	// The internal frontend serves the server's own system workers when
+	// the public frontend requires a token (auth.go).
+	InternalFrontend, InternalFrontendHTTP, InternalFrontendMembership int
+	Metrics                                                            int
+	Pprof                                                              int
 }
 
 // freePorts picks n distinct free loopback ports below 32768, holding
@@ -56,7 +59,7 @@ func freePorts(n int) ([]int, error) {
 }
 
 func newPorts() (ports, error) {
-	p, err := freePorts(11)
+	p, err := freePorts(14)
 	if err != nil {
 		return ports{}, fmt.Errorf("cluster: free ports: %w", err)
 	}
@@ -66,6 +69,7 @@ func newPorts() (ports, error) {
 		Matching: p[5], MatchingMembership: p[6],
 		Worker: p[7], WorkerMembership: p[8],
 		Metrics: p[9], Pprof: p[10],
+		InternalFrontend: p[11], InternalFrontendHTTP: p[12], InternalFrontendMembership: p[13],
 	}, nil
 }
 
@@ -121,6 +125,19 @@ global:
       framework: "tally"
       timerType: "histogram"
       listenAddress: "127.0.0.1:{{.P.Metrics}}"
+{{- if .JWKS}}
+  # No anonymous frontend: every call carries a JWT the server's own claim
+  # mapper checks against the cluster's key, and the default authorizer
+  # grants by its permissions (internal/cluster/auth.go).
+  authorization:
+    jwtKeyProvider:
+      keySourceURIs:
+        - "{{.JWKS}}"
+      refreshInterval: 1m
+    permissionsClaimName: permissions
+    authorizer: default
+    claimMapper: default
+{{- end}}
 
 services:
   frontend:
@@ -144,6 +161,16 @@ services:
       grpcPort: {{.P.Worker}}
       membershipPort: {{.P.WorkerMembership}}
       bindOnLocalHost: true
+{{- if .JWKS}}
+  # The system workers reach the cluster through this frontend, which
+  # serves only the cluster's own services.
+  internal-frontend:
+    rpc:
+      grpcPort: {{.P.InternalFrontend}}
+      membershipPort: {{.P.InternalFrontendMembership}}
+      bindOnLocalHost: true
+      httpPort: {{.P.InternalFrontendHTTP}}
+{{- end}}
 
 clusterMetadata:
   enableGlobalNamespace: false
@@ -174,9 +201,11 @@ namespaceDefaults:
     visibility:
       state: "disabled"
 
+{{- if not .JWKS}}
 # The system workers (in the worker service) reach the frontend here.
 publicClient:
   hostPort: "127.0.0.1:{{.P.Frontend}}"
+{{- end}}
 
 dynamicConfigClient:
   filepath: "{{.DynamicConfig}}"
@@ -234,6 +263,7 @@ func (c *Cluster) writeConfig() error {
 		"User":          pgUser,
 		"P":             c.ports,
 		"DynamicConfig": c.DynamicConfigPath(),
+		"JWKS":          c.jwksURL(),
 	}); err != nil {
 		return err
 	}
