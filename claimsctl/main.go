@@ -48,6 +48,9 @@ const usage = `usage:
   claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]
                                 an Ed25519 signing key; its public half goes in the approver directory
   claimsctl revoke-key --directory approvers.json KID   remove a key: what it signed no longer pays
+  claimsctl temporal-auth --dir DIR [--namespace default] [--life 2160h]
+                                a signing key for a Temporal server of your own, its JWKS (DIR/jwks.json),
+                                and one token per program (worker, starter, inbox, claimsctl, reader, admin) as .env lines
   claimsctl receipt approve|reject|handoff CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00] [--to ID]
                                 a signed decision receipt, {"receipt":"…"}, for
                                 temporal workflow signal --name approve --input "$(claimsctl receipt …)";
@@ -57,10 +60,13 @@ const usage = `usage:
 func run(args []string, stdout, stderr io.Writer) int {
 	// Commands that need no further argument; the rest need a claim or a subcommand.
 	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true}
-	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key") {
+	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key" || args[0] == "temporal-auth") {
 		f := keygen
-		if args[0] == "revoke-key" {
+		switch args[0] {
+		case "revoke-key":
 			f = revokeKey
+		case "temporal-auth":
+			f = temporalAuth
 		}
 		if err := f(args[1:], stdout); err != nil {
 			fmt.Fprintln(stderr, "claimsctl:", err)

@@ -1,11 +1,6 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,61 +9,32 @@ import (
 	"path/filepath"
 	"time"
 
-	jose "github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/durableclaims/durableclaims/internal/temporalauth"
 )
 
-// No anonymous frontend: the cluster's server checks a JWT on every call,
-// with its own claim mapper and authorizer (global.authorization, "default"
-// both), and each program that talks to it has an identity of its own, a
-// token whose permissions name what its role needs:
-//
-//	role        permissions                         used by
-//	admin       temporal-system:admin, <ns>:admin   this package (namespace, search attributes), operators
-//	worker      <ns>:write                          bin/worker
-//	starter     <ns>:write                          bin/starter
-//	inbox       <ns>:write                          bin/inbox
-//	claimsctl   <ns>:write                          bin/claimsctl (list and show read; dlq redrive and schedules write)
-//	reader      <ns>:read                           dashboards, the UI, auditors
-//
-// Temporal's default authorizer does not tell a worker from a starter: any
-// writer may poll any task queue and schedule activities there. That is
-// why the claims worker's activities check their own authority against
-// the claims store (activities/authority.go); this narrows who may try.
-//
-// The tokens are ES256 JWTs signed by a key this package makes per cluster;
-// the server fetches its public half (a JWKS) from a loopback HTTP endpoint
-// the cluster serves for its life.
+// No anonymous frontend: the cluster's server checks a JWT on every call
+// with its own claim mapper and authorizer, and each program that talks to
+// it has an identity of its own (internal/temporalauth: one token per role,
+// signed by a key made per cluster). The server fetches the key's JWKS from
+// a loopback HTTP endpoint the cluster serves for its life.
 
-// Roles, one identity per program.
+// Roles, one identity per program (temporalauth's).
 const (
-	RoleAdmin     = "admin"
-	RoleWorker    = "worker"
-	RoleStarter   = "starter"
-	RoleInbox     = "inbox"
-	RoleClaimsctl = "claimsctl"
-	RoleReader    = "reader"
+	RoleAdmin     = temporalauth.RoleAdmin
+	RoleWorker    = temporalauth.RoleWorker
+	RoleStarter   = temporalauth.RoleStarter
+	RoleInbox     = temporalauth.RoleInbox
+	RoleClaimsctl = temporalauth.RoleClaimsctl
+	RoleReader    = temporalauth.RoleReader
 )
 
 // Roles lists every role a cluster issues a token for.
-var Roles = []string{RoleAdmin, RoleWorker, RoleStarter, RoleInbox, RoleClaimsctl, RoleReader}
-
-func permissions(role string) []string {
-	switch role {
-	case RoleAdmin:
-		return []string{"temporal-system:admin", Namespace + ":admin"}
-	case RoleReader:
-		return []string{Namespace + ":read"}
-	}
-	return []string{Namespace + ":write"}
-}
+var Roles = temporalauth.Roles
 
 // tokenLife is how long the tokens of a local cluster last.
 const tokenLife = 30 * 24 * time.Hour
 
 type issuer struct {
-	key    *ecdsa.PrivateKey
-	kid    string
 	srv    *http.Server
 	url    string
 	tokens map[string]string
@@ -76,17 +42,12 @@ type issuer struct {
 
 // newIssuer makes the cluster's signing key, serves its JWKS on loopback
 // and writes one token per role under dir/tokens (owner-only).
-func newIssuer(dir string) (*issuer, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+func newIssuer(dir string) (_ *issuer, err error) {
+	is, err := temporalauth.New()
 	if err != nil {
 		return nil, err
 	}
-	var id [8]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return nil, err
-	}
-	is := &issuer{key: key, kid: "cluster-" + hex.EncodeToString(id[:]), tokens: map[string]string{}}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: is.kid, Algorithm: string(jose.ES256), Use: "sig"}}})
+	jwks, err := is.JWKS()
 	if err != nil {
 		return nil, err
 	}
@@ -99,39 +60,29 @@ func newIssuer(dir string) (*issuer, error) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(jwks)
 	})
-	is.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = is.srv.Serve(ln) }()
-	is.url = "http://" + ln.Addr().String() + "/jwks.json"
-
+	out := &issuer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, url: "http://" + ln.Addr().String() + "/jwks.json",
+		tokens: map[string]string{}}
+	go func() { _ = out.srv.Serve(ln) }()
+	defer func() {
+		if err != nil {
+			out.close()
+		}
+	}()
 	tdir := filepath.Join(dir, "tokens")
 	if err := os.MkdirAll(tdir, 0o700); err != nil {
-		is.close()
 		return nil, err
 	}
 	for _, role := range Roles {
-		tok, err := is.sign(role, time.Now())
+		tok, err := is.Token(role, Namespace, time.Now(), tokenLife)
 		if err != nil {
-			is.close()
 			return nil, err
 		}
-		is.tokens[role] = tok
+		out.tokens[role] = tok
 		if err := os.WriteFile(filepath.Join(tdir, role+".jwt"), []byte(tok+"\n"), 0o600); err != nil {
-			is.close()
 			return nil, err
 		}
 	}
-	return is, nil
-}
-
-func (is *issuer) sign(role string, now time.Time) (string, error) {
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: is.key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", is.kid))
-	if err != nil {
-		return "", err
-	}
-	claims := jwt.Claims{Issuer: "durableclaims-cluster", Subject: "durableclaims-" + role,
-		IssuedAt: jwt.NewNumericDate(now), NotBefore: jwt.NewNumericDate(now.Add(-time.Minute)), Expiry: jwt.NewNumericDate(now.Add(tokenLife))}
-	return jwt.Signed(signer).Claims(claims).Claims(map[string]any{"permissions": permissions(role)}).Serialize()
+	return out, nil
 }
 
 func (is *issuer) close() {

@@ -81,6 +81,12 @@ var requiredVars = map[string]string{
 	// MinIO user the workers and the starter reach the bucket with.
 	"MINIO_ROOT_PASSWORD":    "test-minio-root-password",
 	"BLOB_SECRET_ACCESS_KEY": "test-blob-secret-key",
+	// One Temporal token per program (claimsctl temporal-auth): no call to
+	// the frontend is anonymous.
+	"TEMPORAL_ADMIN_TOKEN":     "test-admin-token",
+	"TEMPORAL_WORKER_TOKEN":    "test-worker-token",
+	"TEMPORAL_STARTER_TOKEN":   "test-starter-token",
+	"TEMPORAL_CLAIMSCTL_TOKEN": "test-claimsctl-token",
 }
 
 // repoEnv is the environment the repository's compose file is loaded with:
@@ -135,7 +141,7 @@ func env(t *testing.T, s types.ServiceConfig, key string) string {
 func TestServicesExist(t *testing.T) {
 	p := loadRepo(t)
 	assert.ElementsMatch(t,
-		[]string{"postgresql", "temporal", "temporal-admin-tools", "temporal-ui", "stripesim", "worker", "starter", "claimsctl",
+		[]string{"postgresql", "temporal", "temporal-jwks", "temporal-admin-tools", "temporal-ui", "stripesim", "worker", "starter", "claimsctl",
 			"prometheus", "grafana", claimsDBService, blobService, blobSetupJob, mailService},
 		p.ServiceNames())
 }
@@ -414,14 +420,28 @@ func TestAdminToolsScriptIsIdempotent(t *testing.T) {
 	fake := `#!/bin/sh
 echo "$*" >> "$FAKE_DIR/calls"
 case "$1 $2 $3" in
-"operator namespace describe")
-	n=$(cat "$FAKE_DIR/describes" 2>/dev/null || echo 0)
+"operator cluster health")
+	n=$(cat "$FAKE_DIR/health" 2>/dev/null || echo 0)
 	n=$((n + 1))
-	echo "$n" > "$FAKE_DIR/describes"
+	echo "$n" > "$FAKE_DIR/health"
 	[ "$n" -ge "$FAKE_READY_AFTER" ] ;;
+"operator namespace describe")
+	[ "$FAKE_NAMESPACE" = exists ] ;;
+"operator namespace create")
+	case "$FAKE_NAMESPACE" in
+	missing) echo "Namespace registered." ;;
+	raced) echo "Error: unable to create namespace: Namespace already exists." >&2; exit 1 ;;
+	*) echo "Error: Request unauthorized." >&2; exit 1 ;;
+	esac ;;
 "operator search-attribute create")
+	n=$(cat "$FAKE_DIR/creates" 2>/dev/null || echo 0)
+	n=$((n + 1))
+	echo "$n" > "$FAKE_DIR/creates"
 	case "$FAKE_CREATE" in
 	ok) echo "Search attributes have been added" ;;
+	later)
+		if [ "$n" -lt 3 ]; then echo "Error: unable to get existing search attributes: Namespace default is not found." >&2; exit 1; fi
+		echo "Search attributes have been added" ;;
 	exists) echo "Error: unable to add search attributes: Search attribute ClaimStatus already exists." >&2; exit 1 ;;
 	conflict) echo "Error: search attribute ClaimStatus already exists and has different type Text" >&2; exit 1 ;;
 	*) echo "Error: failed reaching server: connection refused" >&2; exit 1 ;;
@@ -432,20 +452,24 @@ esac
 	cases := []struct {
 		name       string
 		readyAfter int
+		namespace  string
 		create     string
 		wantOK     bool
 	}{
-		{"fresh namespace", 1, "ok", true},
-		{"server not ready at first", 2, "ok", true},
-		{"attributes already exist", 1, "exists", true},
-		{"existing attribute has another type", 1, "conflict", false},
-		{"server error", 1, "down", false},
+		{"fresh server", 1, "missing", "ok", true},
+		{"server not ready at first", 2, "missing", "ok", true},
+		{"namespace and attributes already exist", 1, "exists", "exists", true},
+		{"namespace created meanwhile", 1, "raced", "ok", true},
+		{"new namespace not yet visible to the attributes", 1, "missing", "later", true},
+		{"namespace refused", 1, "denied", "ok", false},
+		{"existing attribute has another type", 1, "exists", "conflict", false},
+		{"server error", 1, "exists", "down", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
 			out, err := runJobScript(t, a, "temporal", fake, "FAKE_DIR="+state,
-				"FAKE_READY_AFTER="+strconv.Itoa(tc.readyAfter), "FAKE_CREATE="+tc.create)
+				"FAKE_READY_AFTER="+strconv.Itoa(tc.readyAfter), "FAKE_NAMESPACE="+tc.namespace, "FAKE_CREATE="+tc.create)
 			if tc.wantOK {
 				require.NoError(t, err, "output:\n%s", out)
 			} else {
@@ -454,12 +478,74 @@ esac
 			calls, rerr := os.ReadFile(filepath.Join(state, "calls"))
 			require.NoError(t, rerr)
 			lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-			require.Len(t, lines, tc.readyAfter+1, "calls:\n%s", calls)
+			want := tc.readyAfter + 2 // health until ready, describe, attributes
+			if tc.namespace != "exists" {
+				want++ // create
+			}
+			if tc.create == "later" {
+				want += 2 // the attributes again, until the namespace is visible
+			}
+			if tc.namespace == "denied" {
+				require.Len(t, lines, want-1, "calls:\n%s", calls)
+				assert.Contains(t, lines[len(lines)-1], "operator namespace create --address temporal:7233 --namespace default --retention 24h")
+				return
+			}
+			require.Len(t, lines, want, "calls:\n%s", calls)
 			assert.Equal(t,
 				"operator search-attribute create --address temporal:7233 --namespace default --name ClaimStatus --type Keyword --name ApprovalDeadline --type Datetime",
 				lines[len(lines)-1])
 		})
 	}
+}
+
+// No call to the compose stack's Temporal frontend is anonymous: the
+// server checks JWTs with its own claim mapper and authorizer against the
+// public key temporal-jwks serves (never the private one), and every program
+// that reaches it sends a token of its own from a required variable. The
+// Web UI, which can only forward a signed-in user's OIDC token, is not
+// started by default.
+func TestTemporalFrontendIsNotAnonymous(t *testing.T) {
+	p := loadRepo(t)
+	tmp := service(t, p, "temporal")
+	assert.Equal(t, "default", env(t, tmp, "TEMPORAL_AUTH_AUTHORIZER"))
+	assert.Equal(t, "default", env(t, tmp, "TEMPORAL_AUTH_CLAIM_MAPPER"))
+	assert.Equal(t, "true", env(t, tmp, "USE_INTERNAL_FRONTEND"), "the server's own system workers need the internal frontend once the public one asks for tokens")
+	assert.Equal(t, "true", env(t, tmp, "SKIP_DEFAULT_NAMESPACE_CREATION"), "auto-setup's creation would be refused: temporal-admin-tools creates it")
+	u, err := url.Parse(env(t, tmp, "TEMPORAL_JWT_KEY_SOURCE1"))
+	require.NoError(t, err)
+	assert.Equal(t, "temporal-jwks", u.Hostname())
+	assert.Equal(t, types.ServiceConditionHealthy, tmp.DependsOn["temporal-jwks"].Condition, "the key set is there before the server fetches it")
+
+	jwks := service(t, p, "temporal-jwks")
+	assert.Empty(t, jwks.Ports, "the key set is for the compose network only")
+	var mounts []string
+	for _, v := range jwks.Volumes {
+		mounts = append(mounts, filepath.Base(v.Source))
+		assert.True(t, v.ReadOnly, "temporal-jwks mounts %s read-only", v.Source)
+	}
+	assert.Equal(t, []string{"jwks.json"}, mounts, "the public key set only, never signing-key.jwk")
+	assert.Equal(t, "/usr/share/nginx/html/jwks.json", jwks.Volumes[0].Target)
+	assert.Equal(t, "/jwks.json", u.Path)
+
+	tokens := map[string]string{}
+	for _, name := range p.ServiceNames() {
+		s := service(t, p, name)
+		if name == "temporal" || name == "temporal-ui" || s.Environment["TEMPORAL_ADDRESS"] == nil {
+			continue
+		}
+		key := env(t, s, "TEMPORAL_API_KEY")
+		assert.NotEmpty(t, key, "%s reaches the frontend with no token", name)
+		assert.Equal(t, "false", env(t, s, "TEMPORAL_TLS"), "%s: the compose network's gRPC is plaintext", name)
+		if other, dup := tokens[key]; dup {
+			t.Errorf("%s and %s share a token: one identity per program", name, other)
+		}
+		tokens[key] = name
+	}
+	assert.Equal(t, map[string]string{"test-admin-token": "temporal-admin-tools", "test-worker-token": "worker",
+		"test-starter-token": "starter", "test-claimsctl-token": "claimsctl"}, tokens)
+
+	def := loadRepoDefault(t)
+	assert.NotContains(t, def.ServiceNames(), "temporal-ui", "the UI needs OIDC set up first")
 }
 
 // A broken compose document must fail to load, so the tests above cannot pass
