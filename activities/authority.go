@@ -98,7 +98,7 @@ func callerOf(ctx context.Context) (Caller, bool) {
 		return Caller{}, false
 	}
 	info := activity.GetInfo(ctx)
-	c := Caller{Namespace: info.WorkflowNamespace, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
+	c := Caller{Namespace: info.Namespace, WorkflowID: info.WorkflowExecution.ID, RunID: info.WorkflowExecution.RunID,
 		ActivityType: info.ActivityType.Name, ActivityID: info.ActivityID, Local: info.IsLocalActivity}
 	if info.WorkflowType != nil {
 		c.WorkflowType = info.WorkflowType.Name

@@ -173,6 +173,10 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	assert.Contains(t, out, "redriven from step 6 (pay)")
 	r = w.result(id)
 	assert.Equal(t, workflows.StatusPaid, r.Status)
+	// The reset run has a run ID of its own: the claim passed to it when
+	// its payment asked (the server said it is a claim workflow of ours).
+	assert.Equal(t, w.describe(id).GetWorkflowExecutionInfo().GetExecution().GetRunId(), w.record(id).RunID,
+		"the claim belongs to the redriven run")
 	n, _ := w.transfers(id)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, map[string]int{"triage": 2, "assess": 1}, map[string]int{

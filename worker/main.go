@@ -161,7 +161,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 // workflow's ID and type, the server alone knows its task queue and state.
 func describer(c client.Client) func(ctx context.Context, id, runID string) (activities.RunFacts, error) {
 	return func(ctx context.Context, id, runID string) (activities.RunFacts, error) {
-		d, err := c.DescribeWorkflowExecution(ctx, id, runID)
+		d, err := c.DescribeWorkflow(ctx, id, runID)
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
 			return activities.RunFacts{}, nil
@@ -169,7 +169,7 @@ func describer(c client.Client) func(ctx context.Context, id, runID string) (act
 		if err != nil {
 			return activities.RunFacts{}, err
 		}
-		info := d.GetWorkflowExecutionInfo()
+		info := d.RawResponse.GetWorkflowExecutionInfo()
 		return activities.RunFacts{WorkflowType: info.GetType().GetName(), TaskQueue: info.GetTaskQueue(),
 			Running: info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}, nil
 	}
