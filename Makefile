@@ -70,7 +70,7 @@ soak-cluster: temporal-cli temporal-server build
 	$(GO) build -o bin/ ./soak
 	bin/soak -cluster -workers 3 -worker bin/worker -temporal "$(TEMPORAL)" -json var/soak/cluster.json $(SOAK_FLAGS)
 
-# Record one history per workflow path for the replay tests (see README, "Changing workflow code").
+# Record one history per workflow path for the replay tests (docs/reliability.md, "Changing workflow code").
 histories: temporal-cli build
 	./scripts/record-histories.sh
 

@@ -81,7 +81,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		return err
 	}
 	defer prometheus.Close()
-	if addr := os.Getenv("METRICS_ADDR"); addr != "" {
+	if addr := config.Get("METRICS_ADDR", ""); addr != "" {
 		debug, err := config.Bool("DEBUG_ENDPOINTS", false)
 		if err != nil {
 			return err
@@ -189,56 +189,65 @@ func newModel() (model.Model, error) {
 		}
 		invalid, err := config.Int("MODEL_MAX_INVALID_ANSWERS", 2)
 		if err != nil || invalid < 1 {
-			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", os.Getenv("MODEL_MAX_INVALID_ANSWERS"))
+			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", config.Get("MODEL_MAX_INVALID_ANSWERS", ""))
 		}
-		return model.NewOpenAIModel(model.OpenAIConfig{BaseURL: os.Getenv("MODEL_BASE_URL"), Model: os.Getenv("MODEL_NAME"),
-			APIKey: os.Getenv("MODEL_API_KEY"), Timeout: timeout, MaxInvalidAnswers: invalid})
+		return model.NewOpenAIModel(model.OpenAIConfig{BaseURL: config.Get("MODEL_BASE_URL", ""), Model: config.Get("MODEL_NAME", ""),
+			APIKey: config.Get("MODEL_API_KEY", ""), Timeout: timeout, MaxInvalidAnswers: invalid})
 	default:
 		return nil, fmt.Errorf("MODEL_PROVIDER=%q: want rules or openai", p)
 	}
 }
 
 // newActivities wires the activities' dependencies from the environment.
-func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) {
+// On an error, whatever it opened is closed again.
+func newActivities(logger *slog.Logger) (_ *activities.Activities, closeAll func(), err error) {
+	var closers []func() error
+	closeAll = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
 	st, err := store.Open(config.ClaimsDB())
 	if err != nil {
 		return nil, nil, err
 	}
-	policies, err := activities.LoadPolicies(os.Getenv("POLICIES_FILE"))
+	closers = append(closers, st.Close)
+	policies, err := activities.LoadPolicies(config.Get("POLICIES_FILE", ""))
 	if err != nil {
-		st.Close()
 		return nil, nil, err
 	}
 	provider, err := newModel()
 	if err != nil {
-		st.Close()
 		return nil, nil, err
 	}
 	var mailer activities.Mailer = activities.SpoolMailer{Dir: config.Get("MAIL_SPOOL", "var/mail")}
-	if addr := os.Getenv("SMTP_ADDR"); addr != "" {
+	if addr := config.Get("SMTP_ADDR", ""); addr != "" {
 		var auth smtp.Auth
-		if u := os.Getenv("SMTP_USERNAME"); u != "" {
+		if u := config.Get("SMTP_USERNAME", ""); u != "" {
 			host, _, _ := net.SplitHostPort(addr)
-			auth = smtp.PlainAuth("", u, os.Getenv("SMTP_PASSWORD"), host)
+			auth = smtp.PlainAuth("", u, config.Get("SMTP_PASSWORD", ""), host)
 		}
 		mailer = activities.SMTPMailer{Addr: addr, Auth: auth}
 	}
-	stripeCfg := activities.StripeConfig{SecretKey: os.Getenv("STRIPE_SECRET_KEY"), APIBase: os.Getenv("STRIPE_API_BASE")}.Resolve()
+	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", "")}.Resolve()
 	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
-	docs, err := blobs.Open(context.Background(), os.Getenv("BLOB_URL"))
+	docs, err := blobs.Open(context.Background(), config.Get("BLOB_URL", ""))
 	if err != nil {
-		st.Close()
 		return nil, nil, err
 	}
-	approversFile := os.Getenv("APPROVERS_FILE")
+	closers = append(closers, docs.Close)
+	approversFile := config.Get("APPROVERS_FILE", "")
 	book, err := authority.Load(approversFile)
 	if err != nil {
-		st.Close()
 		return nil, nil, err // refuse to start on a broken directory
 	}
-	rules, err := insurer.Load(os.Getenv("POLICY_FILE"), os.Getenv)
+	rules, err := insurer.Load(config.Get("POLICY_FILE", ""), os.Getenv)
 	if err != nil {
-		st.Close()
 		return nil, nil, err // refuse to start on a broken policy
 	}
 	keys := len(book.Services)
@@ -247,10 +256,10 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 	}
 	logger.Info("insurer policy", "auto_approve_limit", rules.AutoApproveLimit, "four_eyes_above", rules.FourEyesAbove,
 		"approval_ttl", rules.ApprovalTTL, "escalation_ttl", rules.EscalationTTL, "final_outcome", rules.FinalOutcome,
-		"approvers", len(book.Approvers), "signing_keys", keys)
+		"deployment", rules.Deployment, "approvers", len(book.Approvers), "signing_keys", keys)
 	if keys == 0 {
-		logger.Warn("the approver directory lists no signing keys: no decision can be proven, so claims above the limit wait until they expire; add keys with claimsctl keygen --directory",
-			"approvers_file", approversFile)
+		logger.Warn("the approver directory lists no signing keys: no decision can be proven, so claims above the limit wait until they expire; "+
+			"set APPROVERS_FILE to a directory with keys (claimsctl keygen --directory FILE)", "APPROVERS_FILE", approversFile)
 	}
 	if rules.AllowUnsignedDecisions {
 		logger.Warn("DEVELOPMENT SWITCH ON: ALLOW_UNSIGNED_DECISIONS accepts decisions without a signed receipt; anyone who can reach the Temporal frontend can approve payments. The audit marks each such decision unauthenticated. Never run this in production.")
@@ -267,6 +276,6 @@ func newActivities(logger *slog.Logger) (*activities.Activities, func(), error) 
 		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
 		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
 		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
-		InboxURL:      os.Getenv("INBOX_URL"),
-	}, func() { st.Close(); docs.Close() }, nil
+		InboxURL:      config.Get("INBOX_URL", ""),
+	}, closeAll, nil
 }

@@ -161,68 +161,9 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	}
 
 	// 5. Approval: a human decides above the threshold or on review flags.
-	// After any wait the claim is read again; a changed claim voids the
-	// approval and raises a new request.
-	for round := 1; ; round++ {
-		r.enter(ctx, claim.StepApproval)
-		reasons := r.reviewReasons(payout, triage.Output, assess.Output)
-		if len(reasons) == 0 {
-			break
-		}
-		if round > maxApprovalRounds {
-			return r.deadLetter(ctx, capErr("approval rounds", "the claim changed during %d approval waits", maxApprovalRounds))
-		}
-		appr, err := r.approve(ctx, payout, assess.Output.Rationale, reasons)
-		if err != nil {
-			return r.deadLetter(ctx, err)
-		}
-		r.taskBoundary()
-		switch {
-		case appr.Capped:
-			return r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge))
-		case appr.Decision == nil:
-			metrics.Count(ctx, metrics.ApprovalsExpired, nil)
-			return r.finish(ctx, StatusExpired, "no decision before the escalation deadline")
-		case appr.Decision.Verdict == approvals.Reject:
-			return r.finish(ctx, StatusRejected, "rejected by "+appr.Decision.Approver+": "+appr.Decision.Reason)
-		}
-		r.publish(ctx, StatusRunning)
-
-		now, err := r.reread(ctx, appr)
-		if err != nil {
-			return r.deadLetter(ctx, err)
-		}
-		if now.Status == "withdrawn" {
-			appr.Voided = fmt.Sprintf("claim withdrawn (version %d)", now.Version)
-			r.setClaim(now.Claim, now.Version)
-			return r.finish(ctx, StatusWithdrawn, "claim was withdrawn while awaiting approval")
-		}
-		if len(now.Revoked) > 0 {
-			// A key was revoked after it signed: the decision no longer
-			// counts, and a new request waits for approvers whose keys do.
-			appr.Voided = fmt.Sprintf("signing key %s revoked before the payment", strings.Join(now.Revoked, ", "))
-			workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
-			continue
-		}
-		change := changed(r.claim, now.Claim)
-		if change == "" {
-			if r.trust != nil && appr.PayoutMinor() < payout {
-				// An approver lowered the payout: pay what was approved, no more.
-				payout = appr.PayoutMinor()
-				r.setPayout(payout)
-			}
-			break
-		}
-		appr.Voided = fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.version, now.Version, change)
-		workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
-		r.setClaim(now.Claim, now.Version)
-		payout, assess, err = r.assess(ctx, now, triage.Output, r.key(claim.StepAssess).Sub(fmt.Sprintf("v%d", now.Version)))
-		if err != nil {
-			return r.deadLetter(ctx, err)
-		}
-		if payout == 0 {
-			return r.finish(ctx, StatusRejected, r.reason)
-		}
+	payout, end, err := r.approvalRounds(ctx, payout, triage.Output, assess)
+	if end != nil {
+		return *end, err
 	}
 
 	// 6. Pay: one Stripe transfer, keyed by the step.
@@ -241,6 +182,76 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		return r.deadLetter(ctx, err)
 	}
 	return r.finish(ctx, StatusPaid, "")
+}
+
+// approvalRounds is step 5: a human decides when the payout is above the
+// threshold or a review rule fires. After any wait the claim is read again;
+// a changed claim voids the approval and raises a new request. It returns
+// the payout to pay, or, when the claim ends here (rejected, expired,
+// withdrawn, dead-lettered), how it ended.
+func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage activities.Triage, assess activities.AssessResult) (int64, *ClaimResult, error) {
+	ended := func(res ClaimResult, err error) (int64, *ClaimResult, error) { return 0, &res, err }
+	for round := 1; ; round++ {
+		r.enter(ctx, claim.StepApproval)
+		reasons := r.reviewReasons(payout, triage, assess.Output)
+		if len(reasons) == 0 {
+			return payout, nil, nil
+		}
+		if round > maxApprovalRounds {
+			return ended(r.deadLetter(ctx, capErr("approval rounds", "the claim changed during %d approval waits", maxApprovalRounds)))
+		}
+		appr, err := r.approve(ctx, payout, assess.Output.Rationale, reasons)
+		if err != nil {
+			return ended(r.deadLetter(ctx, err))
+		}
+		r.taskBoundary()
+		switch {
+		case appr.Capped:
+			return ended(r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge)))
+		case appr.Decision == nil:
+			metrics.Count(ctx, metrics.ApprovalsExpired, nil)
+			return ended(r.finish(ctx, StatusExpired, "no decision before the escalation deadline"))
+		case appr.Decision.Verdict == approvals.Reject:
+			return ended(r.finish(ctx, StatusRejected, "rejected by "+appr.Decision.Approver+": "+appr.Decision.Reason))
+		}
+		r.publish(ctx, StatusRunning)
+
+		now, err := r.reread(ctx, appr)
+		if err != nil {
+			return ended(r.deadLetter(ctx, err))
+		}
+		if now.Status == "withdrawn" {
+			appr.Voided = fmt.Sprintf("claim withdrawn (version %d)", now.Version)
+			r.setClaim(now.Claim, now.Version)
+			return ended(r.finish(ctx, StatusWithdrawn, "claim was withdrawn while awaiting approval"))
+		}
+		if len(now.Revoked) > 0 {
+			// A key was revoked after it signed: the decision no longer
+			// counts, and a new request waits for approvers whose keys do.
+			appr.Voided = fmt.Sprintf("signing key %s revoked before the payment", strings.Join(now.Revoked, ", "))
+			workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
+			continue
+		}
+		change := changed(r.claim, now.Claim)
+		if change == "" {
+			if r.trust != nil && appr.PayoutMinor() < payout {
+				// An approver lowered the payout: pay what was approved, no more.
+				payout = appr.PayoutMinor()
+				r.setPayout(payout)
+			}
+			return payout, nil, nil
+		}
+		appr.Voided = fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.version, now.Version, change)
+		workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
+		r.setClaim(now.Claim, now.Version)
+		payout, assess, err = r.assess(ctx, now, triage, r.key(claim.StepAssess).Sub(fmt.Sprintf("v%d", now.Version)))
+		if err != nil {
+			return ended(r.deadLetter(ctx, err))
+		}
+		if payout == 0 {
+			return ended(r.finish(ctx, StatusRejected, r.reason))
+		}
+	}
 }
 
 // admit takes what intake read: the claim as the system of record holds
@@ -395,8 +406,8 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	r.reason = reason
 	// The outcome is decided: the status query says so at once. ClaimStatus
 	// follows when the run completes (upserting it here instead would change
-	// the command sequence of every run in flight: see "Changing workflow
-	// code" in the README).
+	// the command sequence of every run in flight: see docs/reliability.md,
+	// "Changing workflow code").
 	r.state = outcome
 	if outcome != StatusPaid {
 		r.setPayout(0)

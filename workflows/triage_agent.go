@@ -11,44 +11,6 @@ import (
 	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
-// versionClaim is the claim workflow's change ID for workflow.GetVersion,
-// read once, right after intake. Each version is a change to the command
-// sequence; runs recorded under an older one replay as they ran:
-//
-//	DefaultVersion  one triage call; decisions name their approver
-//	versionAgent    triage is the agent loop
-//	versionTrusted  the worker's policy (recorded at intake) rules the run and the
-//	                input may only tighten it; decisions need signed receipts;
-//	                four eyes above the threshold
-//	versionReview   deterministic review rules (fraud flags and score, prior
-//	                claims, exclusion words) send a claim to a human whatever
-//	                the model says
-//	versionRecords  the close and the audit record run local (plan.record):
-//	                keyed writes to the system of record whose repeat returns
-//	                the first result, so one workflow task ends the claim
-//	versionAuthority receipts name their namespace and insurer deployment
-//	                (their audience); conflicts of interest compare people,
-//	                not spellings (canonical e-mail addresses, the directory's
-//	                other addresses and payout accounts)
-//
-// (The ID keeps the name it was introduced under.)
-const versionClaim = "triage-agent"
-
-const (
-	versionAgent   = 1
-	versionTrusted = 2
-	versionReview  = 3
-	versionRecords = 4
-	// versionAuthority's changes decide which decisions count, not which
-	// commands a run issues; they are versioned all the same, so that a run
-	// decides on replay exactly as it did (an accepted decision accepted
-	// again, a refused one refused).
-	versionAuthority = 5
-
-	// versionLatest is what new runs record.
-	versionLatest = versionAuthority
-)
-
 // triageAgent is step 2 as an agent loop: a model turn, the tools it asks
 // for, the next turn, until the model answers or a cap hits. Each turn and
 // each tool call is its own activity, keyed <id>:step2:turn<M> and

@@ -1,0 +1,242 @@
+package approvals
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+)
+
+// The gate: the approve and reject signals and the decide update, received
+// for the workflow's whole life, each attempt recorded (bounded) and applied.
+
+// Gate receives decisions for a workflow's whole life, so a decision that
+// arrives when nothing waits is recorded and refused rather than left in a
+// channel to approve a request its sender never saw.
+type Gate struct {
+	current  *Approval
+	past     []*Approval
+	wait     Wait
+	attempts []Attempt
+	refused  int
+	dropped  int
+	// used holds the jti of every receipt accepted: each is accepted once.
+	used map[string]bool
+}
+
+// maxRefused bounds how many refused attempts the trail keeps in full: a
+// flood of bad signals cannot grow the workflow's state, its result or its
+// audit record past a few tens of KiB. Later ones are counted (Dropped).
+// Accepted attempts are always kept: a decision per approver and at most
+// MaxHandoffs hand-offs per approval.
+const maxRefused = 32
+
+// Listen starts the gate: the approve and reject signals and the decide
+// update. Call it once, at the start of the workflow.
+func Listen(ctx workflow.Context) (*Gate, error) {
+	g := &Gate{used: map[string]bool{}}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, g.handleDecide, workflow.UpdateHandlerOptions{
+		Validator: g.validateDecide,
+	})
+	if err != nil {
+		return nil, err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		approve := workflow.GetSignalChannel(ctx, SignalApprove)
+		reject := workflow.GetSignalChannel(ctx, SignalReject)
+		for {
+			s := workflow.NewSelector(ctx)
+			s.AddReceive(approve, func(c workflow.ReceiveChannel, _ bool) { g.receive(ctx, c, SignalApprove, Approve) })
+			s.AddReceive(reject, func(c workflow.ReceiveChannel, _ bool) { g.receive(ctx, c, SignalReject, Reject) })
+			s.Select(ctx)
+		}
+	})
+	return g, nil
+}
+
+// Current is the wait in progress, or the last one; nil if none began.
+func (g *Gate) Current() *Approval { return g.current }
+
+// All lists every wait of the run, oldest first (a wait is voided and a new
+// one raised when the claim changes while waiting).
+func (g *Gate) All() []*Approval { return g.past }
+
+// Attempts is the audit trail: every decision attempt that reached the
+// workflow, in order. (Updates refused by the validator never enter history;
+// the worker records those in the claims store.)
+func (g *Gate) Attempts() []Attempt { return g.attempts }
+
+// Dropped counts refused attempts beyond the trail's bound (still refused).
+func (g *Gate) Dropped() int { return g.dropped }
+
+// receive takes the payload raw, so that no payload, however malformed, is
+// dropped silently by the SDK's decoder: it is parsed here and recorded.
+func (g *Gate) receive(ctx workflow.Context, c workflow.ReceiveChannel, name string, v Verdict) {
+	var raw converter.RawValue
+	c.ReceiveAsync(&raw)
+	in, shown, err := parse(raw)
+	at := Attempt{Channel: "signal", Name: name, Decision: v}
+	if err != nil {
+		at.At, at.Code, at.Refusal, at.Payload = workflow.Now(ctx).UTC(), CodeMalformed, trim(err.Error()), shown
+		g.record(at)
+		workflow.GetLogger(ctx).Warn("decision refused", "signal", name, "refusal", at.Refusal)
+		return
+	}
+	if _, err := g.decide(ctx, at, v, in); err != nil {
+		workflow.GetLogger(ctx).Warn("decision refused", "signal", name, "code", RefusalCode(err), "refusal", trim(err.Error()))
+	}
+}
+
+// verdictOf is the verdict a decide update asks for: the receipt's when
+// it carries one (the update's own field may then only repeat it).
+func (in DecideInput) verdict() (Verdict, error) {
+	switch {
+	case in.Decision == Approve || in.Decision == Reject:
+		return in.Decision, nil
+	case in.Decision == "" && in.Receipt != "":
+		return "", nil
+	}
+	return "", refuse(CodeMalformed, "decision must be %q or %q", Approve, Reject)
+}
+
+func (g *Gate) validateDecide(ctx workflow.Context, in DecideInput) error {
+	v, err := in.verdict()
+	if err != nil {
+		return err
+	}
+	_, err = g.check(v, in.Input(), workflow.Now(ctx))
+	return err
+}
+
+func (g *Gate) handleDecide(ctx workflow.Context, in DecideInput) (Decision, error) {
+	// Re-checked: another decision may have landed between validation and
+	// this handler.
+	v, err := in.verdict()
+	if err != nil {
+		return Decision{}, err
+	}
+	d, err := g.decide(ctx, Attempt{Channel: "update", Name: UpdateDecide, Decision: in.Decision}, v, in.Input())
+	if err != nil {
+		return Decision{}, err
+	}
+	return *d, nil
+}
+
+func (g *Gate) record(at Attempt) {
+	if at.Accepted {
+		g.attempts = append(g.attempts, at)
+		return
+	}
+	if g.refused >= maxRefused {
+		g.dropped++
+		return
+	}
+	g.refused++
+	g.attempts = append(g.attempts, at)
+}
+
+// parse decodes a signal payload into Input, strictly: unknown fields are
+// refused so a misspelt "aprover" is reported, not ignored.
+func parse(raw converter.RawValue) (Input, string, error) {
+	var in Input
+	p := raw.Payload()
+	if p == nil || len(p.GetData()) == 0 {
+		return in, "", fmt.Errorf("empty payload: send JSON like {\"approver\":\"adjuster-17\"}")
+	}
+	data := p.GetData()
+	shown := string(data[:min(len(data), maxShown)])
+	if enc := string(p.GetMetadata()[converter.MetadataEncoding]); enc != converter.MetadataEncodingJSON {
+		return in, shown, fmt.Errorf("payload encoding %q, want %s", enc, converter.MetadataEncodingJSON)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return Input{}, shown, fmt.Errorf("malformed payload: %v", err)
+	}
+	return in, shown, nil
+}
+
+// maxShown bounds the raw payload a refused attempt keeps.
+const maxShown = 128
+
+func trim(s string) string {
+	if len(s) > 64 {
+		return strings.ToValidUTF8(s[:64], "") + "…"
+	}
+	return s
+}
+
+// trimText bounds free text kept in the trail.
+func trimText(s string) string {
+	if len(s) > 256 {
+		return strings.ToValidUTF8(s[:256], "") + "…"
+	}
+	return s
+}
+
+// decide checks and applies a decision, recording the attempt either way.
+func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*Decision, error) {
+	now := workflow.Now(ctx).UTC()
+	at.At, at.Approver, at.Reason, at.PayloadSHA256 = now, trim(in.Approver), trimText(in.Reason), trim(in.PayloadSHA256)
+	if in.Receipt != "" {
+		kid, r, _ := PeekReceipt(in.Receipt) // what it claims, for the trail
+		at.Approver, at.KeyID, at.ReceiptID, at.Reason = trim(r.Subject), trim(kid), trim(r.ID), trimText(r.Reason)
+		if at.Decision == "" {
+			at.Decision = r.Verdict
+		}
+	}
+	c, err := g.check(v, in, now)
+	at.Role = string(c.approver.Role)
+	if err != nil {
+		at.Code, at.Refusal = RefusalCode(err), trimText(err.Error())
+		g.record(at)
+		return nil, err
+	}
+	at.Accepted, at.Decision = true, c.verdict
+	g.record(at)
+	a := g.current
+	if c.verdict == Handoff {
+		h := HandedOn{From: c.approver.ID, To: c.verified.Receipt.AssignTo, Note: c.note, At: now, ReceiptID: c.verified.Receipt.ID}
+		a.Handoffs = append(a.Handoffs, h)
+		g.used[h.ReceiptID] = true
+		workflow.GetLogger(ctx).Info("request handed on", "from", h.From, "to", h.To)
+		return &Decision{Verdict: Handoff, Approver: h.From, Role: string(c.approver.Role), Note: c.note, Channel: at.Channel,
+			Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256, HashBound: true, Proof: c.proof,
+			KeyID: c.verified.Signer.Key.ID, VouchedBy: c.verified.Signer.Service, ReceiptID: h.ReceiptID, Receipt: c.receipt}, nil
+	}
+	d := Decision{Verdict: c.verdict, Approver: c.approver.ID, Role: string(c.approver.Role), Note: c.note, Reason: c.reason,
+		Channel: at.Channel, Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256,
+		HashBound: c.hashBound, Proof: c.proof}
+	if c.verified != nil {
+		d.KeyID, d.VouchedBy, d.ReceiptID, d.Receipt = c.verified.Signer.Key.ID, c.verified.Signer.Service, c.verified.Receipt.ID, c.receipt
+		g.used[c.verified.Receipt.ID] = true
+	}
+	if c.proof != ProofNone {
+		d.AmountMinor = c.amount
+	}
+	if c.amount < a.Request.AmountMinor && c.verdict == Approve {
+		approved := a.Request
+		approved.AmountMinor, approved.Amount = c.amount, claim.FormatAmount(c.amount, approved.Currency)
+		approved.Reasons = append(slices.Clip(approved.Reasons), "approved at a lower amount by "+c.approver.ID+": "+c.reason)
+		d.Approved, d.ApprovedSHA256 = &approved, approved.SHA256()
+	}
+	if c.proof != ProofNone && c.verdict == Approve {
+		a.Votes = append(a.Votes, d)
+	}
+	if c.verdict == Approve && len(a.Votes) < a.Quorum {
+		workflow.GetLogger(ctx).Info("approval recorded; the quorum needs more", "approver", d.Approver, "votes", len(a.Votes), "quorum", a.Quorum)
+		return &d, nil
+	}
+	if c.verdict == Approve && c.proof != ProofNone {
+		d.AmountMinor = a.PayoutMinor()
+	}
+	a.Decision = &d
+	a.open = false
+	workflow.GetLogger(ctx).Info("decision accepted", "channel", at.Channel, "approver", d.Approver, "verdict", d.Verdict, "proof", d.Proof)
+	return a.Decision, nil
+}
