@@ -34,8 +34,8 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     go build -trimpath -ldflags="-s -w" -o /out/starter ./starter && \
     go build -trimpath -ldflags="-s -w" -o /out/claimsctl ./claimsctl && \
     go build -trimpath -ldflags="-s -w" -o /out/inbox ./inbox && \
-    go build -trimpath -ldflags="-s -w" -o /out/stripesim ./stripesim/cmd/stripesim && \
-    go build -trimpath -ldflags="-s -w" -o /out/modelsim ./modelsim/cmd/modelsim && \
+    go build -trimpath -ldflags="-s -w" -o /out/stripesim ./testbed/cmd/stripesim && \
+    go build -trimpath -ldflags="-s -w" -o /out/modelsim ./testbed/cmd/modelsim && \
     go build -trimpath -ldflags="-s -w" -o /out/codec-server ./codecserver && \
     go build -trimpath -ldflags="-s -w" -o /out/httpcheck ./deploy/httpcheck
 

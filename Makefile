@@ -15,7 +15,7 @@ all: build
 
 build:
 	@mkdir -p bin
-	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./inbox ./stripesim/cmd/stripesim ./modelsim/cmd/modelsim ./bench ./cluster
+	$(GO) build -o bin/ ./worker ./starter ./claimsctl ./inbox ./testbed/cmd/stripesim ./testbed/cmd/modelsim ./testbed/cmd/bench ./testbed/cmd/cluster
 	$(GO) build -o bin/codec-server ./codecserver
 
 temporal-cli:
@@ -25,9 +25,9 @@ temporal-cli:
 	fi
 
 # A real Temporal server (not the dev server) and its SQL schema tool, at the
-# version the CLI embeds, for `make cluster`, internal/cluster's tests, the
+# version the CLI embeds, for `make cluster`, testbed/cluster's tests, the
 # soak and the benchmark. They go into their own directory, not GOPATH/bin:
-# their names (server, sql) are too generic for PATH. internal/cluster looks
+# their names (server, sql) are too generic for PATH. testbed/cluster looks
 # there (or at TEMPORAL_SERVER_BIN / TEMPORAL_SQL_TOOL). About 2 minutes, once.
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_SERVER_DIR := $(shell $(GO) env GOPATH)/temporal-server-$(TEMPORAL_SERVER_VERSION)
@@ -42,7 +42,7 @@ temporal-server:
 # prints TEMPORAL_ADDRESS and CLAIMS_DB for workers.
 cluster: temporal-cli temporal-server
 	@mkdir -p bin
-	$(GO) build -o bin/ ./cluster
+	$(GO) build -o bin/ ./testbed/cmd/cluster
 	bin/cluster $(CLUSTER_FLAGS)
 
 # MODEL_PROVIDER=openai runs the same story through the OpenAI-compatible
@@ -59,7 +59,7 @@ bench: temporal-cli temporal-server build
 # server restarts once, then every claim checked against the payment provider
 # and the claims store (about 6 minutes; SOAK_FLAGS="-claims 40" for a quick look).
 soak: temporal-cli temporal-server build
-	$(GO) build -o bin/ ./soak
+	$(GO) build -o bin/ ./testbed/cmd/soak
 	bin/soak -worker bin/worker -temporal "$(TEMPORAL)" $(SOAK_FLAGS)
 
 # The same soak past one machine: a real Temporal server on PostgreSQL, the
@@ -67,7 +67,7 @@ soak: temporal-cli temporal-server build
 # 1-3 s), PostgreSQL crashed once and the Temporal server restarted once
 # (about 6 minutes; SOAK_FLAGS="-claims 100" for the short run CI makes).
 soak-cluster: temporal-cli temporal-server build
-	$(GO) build -o bin/ ./soak
+	$(GO) build -o bin/ ./testbed/cmd/soak
 	bin/soak -cluster -workers 3 -worker bin/worker -temporal "$(TEMPORAL)" -json var/soak/cluster.json $(SOAK_FLAGS)
 
 # Record one history per workflow path for the replay tests (docs/reliability.md, "Changing workflow code").
@@ -110,11 +110,12 @@ test: temporal-cli temporal-server vet
 
 TEST_FUZZTIME ?= 20000x
 
-# The quick loop: unit, workflow and replay tests, everything but the
-# end-to-end package (no dev server, no binaries built): well under two
-# minutes. `make test` stays the full suite.
+# The quick loop: unit, workflow and replay tests, and every other test that
+# starts no server: not the end-to-end package (dev server, binaries),
+# testbed/cluster (a Temporal server on PostgreSQL) or the store suite's
+# PostgreSQL half. Under a minute here; `make test` stays the full suite.
 unit: vet
-	$(GO) test -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
+	STORE_SUITE_BACKENDS=sqlite $(GO) test -count=1 $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/testbed/cluster$$')
 
 clean:
 	rm -rf bin var

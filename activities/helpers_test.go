@@ -17,7 +17,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/stripesim"
+	"github.com/durableclaims/durableclaims/testbed/stripesim"
 )
 
 // seen is one request as the Stripe-compatible server received it.

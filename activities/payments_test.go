@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durableclaims/durableclaims/stripesim"
+	"github.com/durableclaims/durableclaims/testbed/stripesim"
 )
 
 // pay runs PayClaimant as the claim's own run would: the claim registered

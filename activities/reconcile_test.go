@@ -25,7 +25,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/stripesim"
+	"github.com/durableclaims/durableclaims/testbed/stripesim"
 )
 
 // newSkewedStripe is newFakeStripe with a clock that can be set back, so a

@@ -14,7 +14,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
-	claimstory "github.com/durableclaims/durableclaims/story"
+	claimstory "github.com/durableclaims/durableclaims/internal/story"
 )
 
 // story is a claim run read from its event history (package story), with

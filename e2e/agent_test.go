@@ -14,8 +14,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/internal/testenv"
-	"github.com/durableclaims/durableclaims/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/durableclaims/durableclaims/internal/codec"
-	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

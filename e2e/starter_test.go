@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/internal/testenv"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
 )
 
 func exitCode(err error) int {

@@ -22,8 +22,8 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/internal/testenv"
-	"github.com/durableclaims/durableclaims/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

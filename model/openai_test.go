@@ -18,7 +18,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/model"
-	"github.com/durableclaims/durableclaims/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
 )
 
 func simModel(t *testing.T, cfg model.OpenAIConfig) (*model.OpenAIModel, *modelsim.Server) {

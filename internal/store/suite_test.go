@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
-	"github.com/durableclaims/durableclaims/internal/pgserver"
+	"github.com/durableclaims/durableclaims/testbed/pgserver"
 )
 
 // One suite, both backends: every test in it runs against a SQLite file
@@ -39,22 +41,25 @@ var (
 	pgDBs  atomic.Int64
 )
 
+// backends are the stores the suite runs on: both (make test), or those
+// STORE_SUITE_BACKENDS names (make unit, the quick loop, names sqlite: it
+// starts no server).
 func backends(t *testing.T) []backend {
 	t.Helper()
-	pgOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		dir, err := mkTemp()
-		if err != nil {
-			pgErr = err
-			return
-		}
-		pg, pgErr = pgserver.Start(ctx, dir, pgserver.Options{})
-	})
-	require.NoError(t, pgErr, "start PostgreSQL for the store suite (apt-get install -y postgresql)")
-	return []backend{
+	all := []backend{
 		{name: "sqlite", fresh: func(t *testing.T) string { return filepath.Join(t.TempDir(), "claims.db") }},
 		{name: "postgres", fresh: func(t *testing.T) string {
+			pgOnce.Do(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				dir, err := mkTemp()
+				if err != nil {
+					pgErr = err
+					return
+				}
+				pg, pgErr = pgserver.Start(ctx, dir, pgserver.Options{})
+			})
+			require.NoError(t, pgErr, "start PostgreSQL for the store suite (apt-get install -y postgresql)")
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			url, err := pg.CreateDatabase(ctx, fmt.Sprintf("suite_%d", pgDBs.Add(1)))
@@ -62,6 +67,18 @@ func backends(t *testing.T) []backend {
 			return url
 		}},
 	}
+	names := os.Getenv("STORE_SUITE_BACKENDS")
+	if names == "" {
+		return all
+	}
+	var out []backend
+	for _, b := range all {
+		if slices.Contains(strings.Split(names, ","), b.name) {
+			out = append(out, b)
+		}
+	}
+	require.NotEmpty(t, out, "STORE_SUITE_BACKENDS=%q names no backend (sqlite, postgres)", names)
+	return out
 }
 
 // eachBackend runs f against a fresh store of each backend.
@@ -481,8 +498,6 @@ func TestKeyedWritesRaceAcrossWorkers(t *testing.T) {
 	})
 }
 
-// A SQLite store made before migrations were versioned (no goose table,
-// columns added later missing) opens and gains them.
 // A claim belongs to the run that took it: intake binds it, a closed claim
 // is never taken again, a reset run takes it over only from the run it was
 // bound to. Its payout is reserved once: the same payout again is the one
@@ -542,6 +557,8 @@ func TestClaimsBelongToOneRunAndArePaidOnce(t *testing.T) {
 	})
 }
 
+// A SQLite store made before migrations were versioned (no goose table,
+// columns added later missing) opens and gains them.
 func TestAnUnversionedSQLiteStoreIsUpgraded(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "claims.db")
 	db, err := sql.Open("sqlite", "file:"+path)

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/workflows"
+	enumspb "go.temporal.io/api/enums/v1"
+)
+
+// The real-model workload: the auto-approve path through the
+// OpenAI-compatible provider against modelsim answering in 1-2 s a call, as
+// a hosted model does. A claim's latency floor is the sum of the model's own
+// latencies on its path (two triage turns and the assessment, one after the
+// other); the rest is durable execution. The worker's slots are sampled
+// from its metrics during the run, to show whether they limit it.
+
+const latencyQueue = "claims-latency"
+
+// latency runs e.o.n claims, e.o.concurrency at a time, against a worker of
+// its own whose model is modelsim with e.o.modelLatency.
+func (e *env) latency(ctx context.Context, res *results) error {
+	sim := modelsim.New("")
+	sim.Latency = e.o.modelLatency
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	w, err := e.spawnClaimsWorker("claims-worker-openai", "MODEL_PROVIDER=openai", "MODEL_BASE_URL=http://"+ln.Addr().String()+"/v1",
+		"MODEL_NAME=sim-1", "CLAIMS_TASK_QUEUE="+latencyQueue)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+
+	prefix := fmt.Sprintf("bench-latency-%d-", seq.Add(1))
+	// Warm up (connections, the worker's caches) with a few claims.
+	if err := e.latencyRun(ctx, prefix+"warm-", min(10, e.o.n), nil); err != nil {
+		return fmt.Errorf("latency warm-up: %w", err)
+	}
+
+	slots := &slotSampler{url: w.metrics + "/metrics"}
+	sctx, stopSampling := context.WithCancel(ctx)
+	var sampled sync.WaitGroup
+	sampled.Go(func() { slots.run(sctx) })
+	completions := map[string]time.Duration{}
+	var mu sync.Mutex
+	begin := time.Now()
+	err = e.latencyRun(ctx, prefix, e.o.n, func(id string, took time.Duration) {
+		mu.Lock()
+		completions[id] = took
+		mu.Unlock()
+	})
+	wall := time.Since(begin)
+	stopSampling()
+	sampled.Wait()
+	if err != nil {
+		return err
+	}
+
+	// The floor of each claim: its model calls' own latencies, in sequence.
+	floor := map[string]time.Duration{}
+	for _, c := range sim.Calls() {
+		if strings.HasPrefix(c.ClaimID, prefix) && !strings.HasPrefix(c.ClaimID, prefix+"warm-") {
+			floor[c.ClaimID] += c.Waited
+		}
+	}
+	for id, took := range completions {
+		res.add("latency_completion_ms", float64(took.Milliseconds()))
+		res.add("latency_floor_ms", float64(floor[id].Milliseconds()))
+		res.add("latency_overhead_ms", float64((took - floor[id]).Milliseconds()))
+	}
+	res.Values["latency_claims_per_s"] = float64(len(completions)) / wall.Seconds()
+	res.Values["latency_model_min_ms"] = float64(e.o.modelLatency.Min.Milliseconds())
+	res.Values["latency_model_max_ms"] = float64(e.o.modelLatency.Max.Milliseconds())
+	res.Values["latency_concurrency"] = float64(e.o.concurrency)
+	// The most claims could do at this concurrency if only the model's
+	// latency counted: concurrency / mean floor.
+	var sum time.Duration
+	for _, f := range floor {
+		sum += f
+	}
+	if len(floor) > 0 && sum > 0 {
+		res.Values["latency_floor_bound_per_s"] = float64(e.o.concurrency) / (sum / time.Duration(len(floor))).Seconds()
+	}
+	for kind, v := range slots.minimum() {
+		res.Values["latency_slots_min_available_"+kind] = v
+	}
+	for kind, v := range slots.maximumUsed() {
+		res.Values["latency_slots_max_used_"+kind] = v
+	}
+	// Where the slowest claim's time went beyond its model calls: the
+	// longest gaps between its history events.
+	var slowest string
+	for id, took := range completions {
+		if slowest == "" || took-floor[id] > completions[slowest]-floor[slowest] {
+			slowest = id
+		}
+	}
+	if slowest != "" {
+		gaps, err := e.historyGaps(ctx, slowest, 3)
+		if err != nil {
+			return err
+		}
+		res.Notes = append(res.Notes, fmt.Sprintf("latency: the claim with the most time beyond its model calls, %s, took %.1f s against a floor of %.1f s; its longest waits: %s",
+			slowest, completions[slowest].Seconds(), floor[slowest].Seconds(), strings.Join(gaps, "; ")))
+	}
+	fmt.Fprintf(os.Stderr, "  real model latency (%s–%s a call): %d claims in %.1f s, %.1f/s; completion p50 %.1f s, p99 %.1f s; floor p50 %.1f s\n",
+		e.o.modelLatency.Min, e.o.modelLatency.Max, len(completions), wall.Seconds(), res.Values["latency_claims_per_s"],
+		percentile(res.Samples["latency_completion_ms"], 50)/1000, percentile(res.Samples["latency_completion_ms"], 99)/1000,
+		percentile(res.Samples["latency_floor_ms"], 50)/1000)
+	return nil
+}
+
+// latencyRun runs n auto-approve claims on the latency queue, e.o.concurrency
+// at a time, each of which must end paid; done gets each one's start-to-end time.
+func (e *env) latencyRun(ctx context.Context, prefix string, n int, done func(id string, took time.Duration)) error {
+	var next atomic.Int64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range e.o.concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				id := fmt.Sprintf("%s%05d", prefix, i)
+				start := time.Now()
+				run, err := e.startClaimOn(ctx, e.store, e.client, latencyQueue, id, "640.00", workflows.Options{})
+				if err == nil {
+					err = outcome(ctx, run, workflows.StatusPaid)
+				}
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				if done != nil {
+					done(id, time.Since(start))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// slotSampler reads the SDK's slot gauges from a worker's Prometheus
+// endpoint every 250 ms: temporal_worker_task_slots_available and
+// temporal_worker_task_slots_used, by worker type (WorkflowWorker,
+// ActivityWorker, LocalActivityWorker).
+type slotSampler struct {
+	url       string
+	mu        sync.Mutex
+	available map[string]float64 // minimum seen
+	used      map[string]float64 // maximum seen
+}
+
+func (s *slotSampler) run(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *slotSampler) sample(ctx context.Context) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.available == nil {
+		s.available, s.used = map[string]float64{}, map[string]float64{}
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		var name string
+		switch {
+		case strings.HasPrefix(line, "temporal_worker_task_slots_available{"):
+			name = "available"
+		case strings.HasPrefix(line, "temporal_worker_task_slots_used{"):
+			name = "used"
+		default:
+			continue
+		}
+		kind := label(line, "worker_type")
+		sp := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if kind == "" || err != nil {
+			continue
+		}
+		if name == "available" {
+			if cur, ok := s.available[kind]; !ok || v < cur {
+				s.available[kind] = v
+			}
+		} else if v > s.used[kind] {
+			s.used[kind] = v
+		}
+	}
+}
+
+// label reads one label's value from a Prometheus text line.
+func label(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	j := strings.IndexByte(rest, '"')
+	if j < 0 {
+		return ""
+	}
+	return rest[:j]
+}
+
+func (s *slotSampler) minimum() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.available
+}
+
+func (s *slotSampler) maximumUsed() map[string]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.used
+}
+
+// historyGaps returns the k longest waits between consecutive events of a
+// workflow's history, longest first: "4.0 s before WorkflowTaskTimedOut
+// (event 7)".
+func (e *env) historyGaps(ctx context.Context, id string, k int) ([]string, error) {
+	type gap struct {
+		d    time.Duration
+		what string
+	}
+	var gaps []gap
+	var prev time.Time
+	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return nil, fmt.Errorf("history of %s: %w", id, err)
+		}
+		at := ev.GetEventTime().AsTime()
+		if !prev.IsZero() {
+			name := strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")
+			gaps = append(gaps, gap{at.Sub(prev), fmt.Sprintf("%.1f s before %s (event %d)", at.Sub(prev).Seconds(), name, ev.GetEventId())})
+		}
+		prev = at
+	}
+	slices.SortFunc(gaps, func(a, b gap) int { return cmp.Compare(b.d, a.d) })
+	var out []string
+	for _, g := range gaps[:min(k, len(gaps))] {
+		out = append(out, g.what)
+	}
+	return out, nil
+}

@@ -1,0 +1,560 @@
+// Command bench measures durableclaims against bare Temporal in one run, on
+// one dev server, with the same concurrency: the ceiling (an empty
+// workflow), the naive baseline (nine no-op regular activities), the claim
+// workflow's auto-approve path, the approval path, history per claim and,
+// per path, its Temporal Cloud billable actions (costs.go), worker
+// memory with claims parked, recovery after a worker is SIGKILLed, and
+// claims/s as worker processes are added on a PostgreSQL claims store, with
+// where the CPU goes (scaling.go).
+//
+//	bench [-n 200] [-concurrency 100] [-reps 3] [-parked 2000] [-inflight 1000] [-scaling-workers 1,2,4] [-scaling-servers dev,cluster] [-json var/bench/latest.json]
+//	bench -plot var/bench/latest.json   # redraw a run's SVGs (plot.go), measuring nothing
+//
+// It starts everything it needs (dev server, stripesim, PostgreSQL,
+// workers) and stops it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/testbed/cluster"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/serversettings"
+	"github.com/durableclaims/durableclaims/testbed/stripesim"
+)
+
+type options struct {
+	n, concurrency, reps         int
+	approvals, parked            int
+	inflight                     []int
+	jsonOut, workerBin, temporal string
+	only                         string
+	serverArgs                   []string
+	modelLatency                 modelsim.Latency
+	scaleWorkers                 []int
+	scaleServers                 []string
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "noop-worker" {
+		if err := runNoopWorker(); err != nil {
+			fmt.Fprintln(os.Stderr, "noop-worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var o options
+	flag.IntVar(&o.n, "n", 200, "workflows per throughput measurement")
+	flag.IntVar(&o.concurrency, "concurrency", 100, "workflows in flight at once, for every throughput workload")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions of each throughput measurement")
+	flag.IntVar(&o.approvals, "approvals", 50, "claims approved one at a time for the approve→transfer latency")
+	flag.IntVar(&o.parked, "parked", 2000, "claims parked for approval when measuring worker memory")
+	flag.Func("inflight", "claims in flight when the worker is SIGKILLed; a comma-separated list runs the kill once per value (default 1000,200)", func(v string) error {
+		o.inflight = nil
+		for _, f := range strings.Split(v, ",") {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+				return fmt.Errorf("bad -inflight %q", v)
+			}
+			o.inflight = append(o.inflight, n)
+		}
+		return nil
+	})
+	flag.StringVar(&o.jsonOut, "json", "var/bench/latest.json", "where to write the results as JSON")
+	flag.StringVar(&o.workerBin, "worker", "bin/worker", "the claims worker binary")
+	flag.StringVar(&o.temporal, "temporal", os.Getenv("TEMPORAL"), "the Temporal CLI (dev server)")
+	flag.Func("server-arg", "extra argument for `temporal server start-dev` (repeatable)", func(v string) error {
+		o.serverArgs = append(o.serverArgs, v)
+		return nil
+	})
+	flag.Func("scaling-workers", "worker process counts the scaling workload runs, comma-separated (default 1,2,4)", func(v string) error {
+		o.scaleWorkers = nil
+		for _, f := range strings.Split(v, ",") {
+			var n int
+			if _, err := fmt.Sscan(f, &n); err != nil || n <= 0 {
+				return fmt.Errorf("bad -scaling-workers %q", v)
+			}
+			o.scaleWorkers = append(o.scaleWorkers, n)
+		}
+		return nil
+	})
+	flag.Func("scaling-servers", "Temporal servers the scaling workload runs against, comma-separated: dev (the bench's dev server), cluster (a real server on PostgreSQL, installed by make temporal-server); default dev,cluster", func(v string) error {
+		o.scaleServers = strings.Split(v, ",")
+		for _, s := range o.scaleServers {
+			if s != "dev" && s != "cluster" {
+				return fmt.Errorf("bad -scaling-servers %q: dev, cluster", v)
+			}
+		}
+		return nil
+	})
+	flag.Func("model-latency", `how long modelsim takes to answer each call in the latency workload: "1.5s" or "1s-2s" (default 1s-2s)`, func(v string) error {
+		l, err := modelsim.ParseLatency(v)
+		o.modelLatency = l
+		return err
+	})
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy runs only when named); default all but anatomy")
+	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
+	flag.Parse()
+	if *replot != "" {
+		files, err := redraw(*replot)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "bench: drew %s\n", strings.Join(files, ", "))
+		return
+	}
+	if o.inflight == nil {
+		o.inflight = []int{1000, 200}
+	}
+	if o.modelLatency.Max == 0 {
+		o.modelLatency = modelsim.Latency{Min: time.Second, Max: 2 * time.Second}
+	}
+	if o.scaleWorkers == nil {
+		o.scaleWorkers = []int{1, 2, 4}
+	}
+	if o.scaleServers == nil {
+		o.scaleServers = []string{"dev", "cluster"}
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) want(name string) bool {
+	return o.only == "" || slices.Contains(strings.Split(o.only, ","), name)
+}
+
+// env is everything a run starts.
+type env struct {
+	dir      string
+	server   *testsuite.DevServer
+	devPID   int // the dev server's process, for its CPU time
+	client   client.Client
+	sim      *stripesim.Server
+	simURL   string
+	commits  *commitLog
+	o        options
+	self     string
+	children []*proc
+	// store is the claims store the bench registers its claims in, as the
+	// starter does; key signs the approvals adjuster-17 gives.
+	store *store.Store
+	key   authority.KeyFile
+	// docs is the blob store the workers read claims' documents from.
+	docs *blobs.Store
+}
+
+func run(o options) error {
+	if o.temporal == "" {
+		o.temporal = findTemporal()
+	}
+	// Fail now, not after the first workloads, when the real server the
+	// scaling workload needs is not installed.
+	if o.want("scaling") && slices.Contains(o.scaleServers, "cluster") {
+		if _, _, err := cluster.Binaries(); err != nil {
+			return fmt.Errorf("%w (or -scaling-servers dev)", err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "durableclaims-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	e := &env{dir: dir, o: o, commits: newCommitLog()}
+	if e.self, err = os.Executable(); err != nil {
+		return err
+	}
+	defer e.stopAll()
+	if err := e.start(); err != nil {
+		return err
+	}
+
+	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Options: o, Values: map[string]float64{}, Flags: os.Args[1:]}
+	fmt.Fprintf(os.Stderr, "bench: %s, dev server %s, %d workflows × %d reps at concurrency %d\n",
+		res.Machine, e.server.FrontendHostPort(), o.n, o.reps, o.concurrency)
+
+	noop, err := e.spawn("noop-worker", e.self, []string{"noop-worker"}, nil)
+	if err != nil {
+		return err
+	}
+	claims, err := e.spawnClaimsWorker("claims-worker")
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+
+	// Warm up every path once so no measurement pays for first use.
+	lastRate := map[string]float64{}
+	for _, w := range []workload{e.ceiling(), e.baseline(), e.autoClaims("warm")} {
+		rate, err := e.throughput(ctx, w, 30)
+		if err != nil {
+			return fmt.Errorf("warm-up %s: %w", w.name, err)
+		}
+		lastRate[w.key] = rate
+	}
+
+	// What each workflow costs each process, from /proc: the yardsticks
+	// run on the noop worker, the claims on the claims worker; the server
+	// and the bench (client, stripesim) serve both.
+	use := map[string]*cpuUsage{}
+	for rep := 1; rep <= o.reps; rep++ {
+		for _, w := range []workload{e.ceiling(), e.baseline(), e.autoClaims(fmt.Sprintf("r%d", rep))} {
+			if !o.want(w.key) {
+				continue
+			}
+			wp := noop
+			if w.key == "claims" {
+				wp = claims
+			}
+			groups := []cpuGroup{{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{wp.cmd.Process.Pid}},
+				{name: "bench", pids: []int{os.Getpid()}}}
+			// The claims worker's CPU profile over most of the last
+			// repetition, kept as claims-worker-0.pprof beside the JSON.
+			var prof *profileRun
+			if w.key == "claims" && rep == o.reps {
+				prof = e.startProfile(ctx, []*proc{claims}, "", "claims", o.n, lastRate["claims"])
+			}
+			if use[w.key] == nil {
+				use[w.key] = &cpuUsage{}
+			}
+			rate, err := e.measure(ctx, w, o.n, groups, use[w.key])
+			if err != nil {
+				return fmt.Errorf("%s: %w", w.name, err)
+			}
+			res.add(w.key+"_per_s", rate)
+			lastRate[w.key] = rate
+			fmt.Fprintf(os.Stderr, "  rep %d %-32s %7.1f /s\n", rep, w.name, rate)
+			if prof != nil {
+				if err := prof.finish(res, "claims"); err != nil {
+					fmt.Fprintf(os.Stderr, "  claims worker profile: %v\n", err)
+				}
+			}
+		}
+	}
+	for key, u := range use {
+		u.record(res, key, o.n*o.reps)
+	}
+	// Opt-in (-only anatomy): what each ingredient of a claim costs the server.
+	if o.only != "" && o.want("anatomy") {
+		if err := e.anatomy(ctx, res, noop); err != nil {
+			return err
+		}
+	}
+	// Right after the baseline and claims measurements, on the same server.
+	if o.want("scaling") {
+		if err := e.scaling(ctx, res); err != nil {
+			return err
+		}
+	}
+	if o.want("history") || o.want("claims") {
+		if err := e.history(ctx, res, fmt.Sprintf("r%d", o.reps)); err != nil {
+			return err
+		}
+		// One claim down each path: events, bytes and billable actions.
+		if err := e.costs(ctx, res); err != nil {
+			return err
+		}
+	}
+	if o.want("approval") {
+		if err := e.approvalLatency(ctx, res); err != nil {
+			return err
+		}
+	}
+	if o.want("latency") {
+		if err := e.latency(ctx, res); err != nil {
+			return fmt.Errorf("real model latency: %w", err)
+		}
+	}
+	if o.want("kill") {
+		for i, n := range o.inflight {
+			claims.kill()
+			if claims, err = e.spawnClaimsWorker(fmt.Sprintf("claims-worker-kill-%d", i)); err != nil {
+				return err
+			}
+			if err := e.killRecovery(ctx, res, claims, n); err != nil {
+				return err
+			}
+			// killRecovery leaves its replacement worker running; adopt it.
+			claims = e.children[len(e.children)-1]
+		}
+	}
+	if o.want("parked") {
+		claims.stop()
+		if claims, err = e.spawnClaimsWorker("claims-worker-parked"); err != nil {
+			return err
+		}
+		if err := e.parkedMemory(ctx, res, claims); err != nil {
+			return err
+		}
+	}
+
+	res.summarize()
+	res.print(os.Stdout)
+	if o.jsonOut != "" {
+		if err := os.MkdirAll(filepath.Dir(o.jsonOut), 0o755); err != nil {
+			return err
+		}
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(o.jsonOut, b, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", o.jsonOut)
+		// Drawn from the file just written, as -plot redraws it later.
+		if files, err := redraw(o.jsonOut); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: drawing:", err)
+		} else {
+			fmt.Fprintf(os.Stderr, "bench: drew %s\n", strings.Join(files, ", "))
+		}
+	}
+	return nil
+}
+
+func (e *env) start() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var err error
+	e.server, err = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
+		ExistingPath:  e.o.temporal,
+		ClientOptions: &client.Options{Namespace: "default", Logger: quiet},
+		LogLevel:      "error",
+		Stdout:        io.Discard,
+		Stderr:        io.Discard,
+		ExtraArgs:     append(serversettings.DevServerArgs(), e.o.serverArgs...),
+	})
+	if err != nil {
+		return fmt.Errorf("dev server: %w", err)
+	}
+	e.client = e.server.Client()
+	e.devPID = devServerPID()
+
+	e.sim, err = stripesim.Open(stripesim.Config{DBPath: filepath.Join(e.dir, "stripesim.db"),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	e.sim.SetHooks(stripesim.Hooks{BeforeCommit: func(_ *http.Request, key string) error {
+		e.commits.record(key)
+		return nil
+	}})
+	// Each claim's photo is stored under the claim's folder as it starts.
+	if e.docs, err = blobs.Open(ctx, e.blobURL()); err != nil {
+		return err
+	}
+	if e.store, err = store.Open(filepath.Join(e.dir, "claims.db")); err != nil {
+		return err
+	}
+	if e.key, err = authority.GenerateKey("adjuster-17", false); err != nil {
+		return err
+	}
+	if err := authority.AddKey(e.approversFile(), e.key); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.simURL = "http://" + ln.Addr().String()
+	go http.Serve(ln, e.sim.Handler())
+	return nil
+}
+
+func (e *env) stopAll() {
+	for _, p := range e.children {
+		p.stop()
+	}
+	if e.sim != nil {
+		e.sim.Close()
+	}
+	if e.store != nil {
+		e.store.Close()
+	}
+	if e.docs != nil {
+		e.docs.Close()
+	}
+	if e.server != nil {
+		e.server.Stop()
+	}
+}
+
+// proc is a worker process.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	metrics string
+	done    chan struct{}
+}
+
+func (e *env) spawn(name, bin string, args, extraEnv []string) (*proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.server.FrontendHostPort(), "TEMPORAL_NAMESPACE=default", "LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, extraEnv...)
+	logf, err := os.Create(filepath.Join(e.dir, name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
+	e.children = append(e.children, p)
+	return p, nil
+}
+
+func (e *env) approversFile() string { return filepath.Join(e.dir, "approvers.json") }
+
+// spawnClaimsWorker starts bin/worker on the bench's SQLite store and dev
+// server; extraEnv (KEY=value) overrides any of that.
+func (e *env) spawnClaimsWorker(name string, extraEnv ...string) (*proc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.spawn(name, e.o.workerBin, nil, append([]string{
+		"STRIPE_API_BASE=" + e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
+		"CLAIMS_DB=" + filepath.Join(e.dir, "claims.db"), "MAIL_SPOOL=" + filepath.Join(e.dir, "mail"),
+		"METRICS_ADDR=" + addr, "BLOB_URL=" + e.blobURL(), "APPROVERS_FILE=" + e.approversFile(),
+	}, extraEnv...))
+	if err != nil {
+		return nil, err
+	}
+	p.metrics = "http://" + addr
+	for range 100 { // until it serves
+		if _, err := p.vars(); err == nil {
+			return p, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("%s did not come up; see %s", name, filepath.Join(e.dir, name+".log"))
+}
+
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+type workerVars struct {
+	Goroutines int   `json:"goroutines"`
+	RSSBytes   int64 `json:"rss_bytes"`
+}
+
+func (p *proc) vars() (workerVars, error) {
+	var v workerVars
+	resp, err := http.Get(p.metrics + "/debug/vars")
+	if err != nil {
+		return v, err
+	}
+	defer resp.Body.Close()
+	return v, json.NewDecoder(resp.Body).Decode(&v)
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func findTemporal() string {
+	if p, err := exec.LookPath("temporal"); err == nil {
+		return p
+	}
+	out, _ := exec.Command("go", "env", "GOPATH").Output()
+	return filepath.Join(strings.TrimSpace(string(out)), "bin", "temporal")
+}
+
+// commitLog is when stripesim committed each idempotency key's transfer.
+type commitLog struct {
+	mu   sync.Mutex
+	at   map[string]time.Time
+	wait map[string]chan struct{}
+}
+
+func newCommitLog() *commitLog {
+	return &commitLog{at: map[string]time.Time{}, wait: map[string]chan struct{}{}}
+}
+
+func (c *commitLog) record(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.at[key]; ok {
+		return
+	}
+	c.at[key] = time.Now()
+	if ch, ok := c.wait[key]; ok {
+		close(ch)
+	}
+}
+
+// when returns a channel closed once key is committed.
+func (c *commitLog) when(key string) (<-chan struct{}, func() time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan struct{})
+	if _, ok := c.at[key]; ok {
+		close(ch)
+	} else {
+		c.wait[key] = ch
+	}
+	return ch, func() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.at[key] }
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), model, runtime.Version())
+}
+
+func (e *env) blobURL() string { return "file://" + filepath.Join(e.dir, "blobs") + "?create_dir=true" }

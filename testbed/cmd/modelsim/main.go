@@ -1,0 +1,112 @@
+// Command modelsim serves package modelsim: a local OpenAI-compatible Chat
+// Completions endpoint that plays the rules model, for running
+// MODEL_PROVIDER=openai with no account and no network.
+//
+//	MODELSIM_ADDR    -addr     listen address                 (default localhost:12112)
+//	MODELSIM_API_KEY -api-key  the bearer key it accepts      (default any)
+//	MODELSIM_FAULTS  -faults   faults for the first calls, comma-separated
+//	                           (429, 429:<s>, 500, malformed, invalid, slow:<d> up to 10m,
+//	                           400, 401, 404, context-length, or another 4xx or 5xx code)
+//	MODELSIM_LATENCY -latency  how long every answer takes: "1.5s", or "1s-2s" uniform
+//
+// An unknown or malformed fault stops it, with the reason, before it
+// listens (see modelsim.ParseFault).
+//
+// Point the worker at it with MODEL_PROVIDER=openai
+// MODEL_BASE_URL=http://localhost:12112/v1 MODEL_NAME=sim. GET /_sim/calls
+// lists the calls it served; POST /_sim/faults queues more faults (a JSON
+// array, refused whole if one is invalid).
+//
+// On SIGINT or SIGTERM it stops accepting calls and lets those in progress
+// finish; a slow fault's wait ends at once and is answered 503.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "modelsim:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx is cancelled.
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("modelsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", config.Get("MODELSIM_ADDR", "localhost:12112"), "listen address")
+	key := fs.String("api-key", os.Getenv("MODELSIM_API_KEY"), "the only bearer key accepted (empty: any)")
+	faults := fs.String("faults", os.Getenv("MODELSIM_FAULTS"), "faults for the first calls, comma-separated (see modelsim.ParseFault)")
+	latency := fs.String("latency", os.Getenv("MODELSIM_LATENCY"), `how long every answer takes, as a real model's would: "1.5s", or "1s-2s" (uniform); empty: at once`)
+	gullible := fs.Bool("gullible", os.Getenv("MODELSIM_GULLIBLE") == "1", "obey instructions injected in a claim (prompt injection tests; env MODELSIM_GULLIBLE=1)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	var queue []modelsim.Fault
+	var bad []error
+	for _, f := range strings.Split(*faults, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			fault, err := modelsim.ParseFault(f)
+			queue, bad = append(queue, fault), append(bad, err)
+		}
+	}
+	if err := errors.Join(bad...); err != nil {
+		return fmt.Errorf("-faults: %w", err)
+	}
+	lat, err := modelsim.ParseLatency(*latency)
+	if err != nil {
+		return fmt.Errorf("-latency: %w", err)
+	}
+	sim := modelsim.New(*key)
+	sim.Gullible = *gullible
+	sim.Latency = lat
+	sim.Inject(queue...)
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *addr, err)
+	}
+	srv := &http.Server{
+		Handler:           sim,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Every request's context ends with ctx, so a slow fault stops
+		// waiting at once instead of holding Shutdown up for its delay.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	shutdown := make(chan error, 1)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		shutdown <- srv.Shutdown(sctx)
+	}()
+	log.Info("modelsim listening", "addr", ln.Addr().String(), "base_url", "http://"+ln.Addr().String()+"/v1")
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	// Serve returns as Shutdown begins: wait for the calls in progress.
+	if err := <-shutdown; err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+// Package deptest pins the layering (tailscale's tstest/deptest, in spirit):
+// a package imports only its own layer or those below it, and nothing of
+// the product imports the test rig under testbed/.
+package deptest
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/durableclaims/durableclaims"
+
+// layer is a package's place, lowest first; a package may import its own
+// layer and those below. The domain (internal/) is the floor; the mains are
+// the top of the product; the rig (testbed/) and the end-to-end tests stand
+// above it all and may use anything.
+func layer(pkg string) (int, string) {
+	p := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	switch {
+	case p == "internal/story":
+		return 5, "internal/story (reads what workflows recorded)"
+	case strings.HasPrefix(p, "internal/"), p == "deploy/httpcheck":
+		return 0, "the domain (internal/)"
+	case p == "model":
+		return 1, "model"
+	case p == "approvals":
+		return 2, "approvals"
+	case p == "activities":
+		return 3, "activities"
+	case p == "workflows":
+		return 4, "workflows"
+	case p == "worker" || strings.HasPrefix(p, "worker/"), p == "starter", p == "claimsctl", p == "inbox", p == "codecserver":
+		return 6, "the product's programs"
+	case strings.HasPrefix(p, "testbed/"), p == "e2e", p == "deploy", p == "docs":
+		return 7, "the rig and the tests (testbed/, e2e/, deploy/, docs/)"
+	}
+	return -1, "unplaced"
+}
+
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func packages(t *testing.T) []listed {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	require.NoError(t, err, "go list")
+	var pkgs []listed
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p listed
+		require.NoError(t, dec.Decode(&p))
+		pkgs = append(pkgs, p)
+	}
+	require.Greater(t, len(pkgs), 20)
+	return pkgs
+}
+
+func TestLayersImportOnlyDownward(t *testing.T) {
+	for _, p := range packages(t) {
+		from, fromName := layer(p.ImportPath)
+		if !assert.GreaterOrEqual(t, from, 0, "%s has no place in the layering: add it to layer()", p.ImportPath) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/") {
+				continue
+			}
+			to, toName := layer(imp)
+			assert.LessOrEqual(t, to, from, "%s (%s) imports %s (%s): a layer imports only its own and those below",
+				p.ImportPath, fromName, imp, toName)
+		}
+	}
+}
+
+// The product's packages, with everything they import, reach nothing of
+// the rig: no simulator, bench or test server ships in a worker.
+func TestTheProductImportsNothingOfTheRig(t *testing.T) {
+	for _, p := range packages(t) {
+		if l, _ := layer(p.ImportPath); l >= 7 {
+			continue
+		}
+		for _, dep := range p.Deps {
+			assert.False(t, strings.HasPrefix(dep, module+"/testbed/"), "%s depends on %s, of the test rig", p.ImportPath, dep)
+		}
+	}
+}
