@@ -200,9 +200,9 @@ func newModel() (model.Model, error) {
 
 // newActivities wires the activities' dependencies from the environment.
 // On an error, whatever it opened is closed again.
-func newActivities(logger *slog.Logger) (_ *activities.Activities, closeAll func(), err error) {
+func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err error) {
 	var closers []func() error
-	closeAll = func() {
+	closeAll := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
 			_ = closers[i]()
 		}

@@ -234,8 +234,8 @@ func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interf
 	return nil
 }
 
-// model runs a model activity under the spend cap as well.
-func (r *claimRun) model(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
+// callModel runs a model activity under the spend cap as well.
+func (r *claimRun) callModel(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
 	if r.spendMicros >= r.caps.MaxModelSpendMicros {
 		return capErr("model spend", "spent %d of %d micro-dollars", r.spendMicros, r.caps.MaxModelSpendMicros)
 	}

@@ -126,7 +126,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		}
 		return r.deadLetter(ctx, err)
 	}
-	if err := r.admit(ctx, loaded); err != nil {
+	if err := r.admitIntake(ctx, loaded); err != nil {
 		return ClaimResult{}, err
 	}
 	if loaded.Status == "withdrawn" {
@@ -144,7 +144,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		}
 		triage.Output = t
 	} else {
-		if err := r.model(ctx, plan.turn, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
+		if err := r.callModel(ctx, plan.turn, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
 			return r.deadLetter(ctx, err)
 		}
 		r.used(claim.StepTriage, 0, triage.Model, triage.OutputSHA256, triage.Usage)
@@ -254,11 +254,11 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 	}
 }
 
-// admit takes what intake read: the claim as the system of record holds
+// admitIntake takes what intake read: the claim as the system of record holds
 // it, the version of the rules the run follows (versionClaim), and from
 // versionTrusted on the worker's policy, which the input may only tighten.
 // An error ends the run at once: its input tried to loosen the policy.
-func (r *claimRun) admit(ctx workflow.Context, loaded activities.LoadClaimResult) error {
+func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaimResult) error {
 	r.setClaim(loaded.Claim, loaded.Version)
 	r.amendedBy = loaded.AmendedBy
 	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionLatest)
@@ -271,7 +271,7 @@ func (r *claimRun) admit(ctx workflow.Context, loaded activities.LoadClaimResult
 		r.review = orEmpty(loaded.Review)
 	}
 	if version >= versionTrusted {
-		if err := r.adopt(loaded.Rules); err != nil {
+		if err := r.adoptPolicy(loaded.Rules); err != nil {
 			workflow.GetLogger(ctx).Error("claim refused: its input loosens the insurer's policy", "error", err)
 			return err
 		}
@@ -325,7 +325,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		res.Output = activities.ReviewAssessment(r.coverage.CoveredMinor, fmt.Sprintf("not assessed by the model: spend cap reached (%d of %d micro-dollars)",
 			r.spendMicros, r.caps.MaxModelSpendMicros))
 	} else {
-		if err := r.model(ctx, plan.model, a.AssessClaim, in, &res); err != nil {
+		if err := r.callModel(ctx, plan.model, a.AssessClaim, in, &res); err != nil {
 			return 0, res, err
 		}
 		r.used(claim.StepAssess, 0, res.Model, res.OutputSHA256, res.Usage)
@@ -457,9 +457,9 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	return r.result(), nil
 }
 
-// adopt takes the worker's policy, as intake recorded it, tightened by the
+// adoptPolicy takes the worker's policy, as intake recorded it, tightened by the
 // input. Set once, before any step that depends on it.
-func (r *claimRun) adopt(rules *insurer.Rules) error {
+func (r *claimRun) adoptPolicy(rules *insurer.Rules) error {
 	if rules == nil {
 		return temporal.NewNonRetryableApplicationError("intake recorded no policy: the worker that ran it holds none", ErrLooserThanPolicy, nil)
 	}
