@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,4 +153,48 @@ func (w *world) register(id, amount string) claim.Claim {
 	rec, err := st.GetClaim(context.Background(), id)
 	require.NoError(w.t, err)
 	return rec.Claim
+}
+
+// A decision ends the claim in the same workflow task when it rejects: the
+// e-mail, the close and the audit record follow at once. A kill after the
+// audit record was written loses that task; the next one must not build a
+// different record from its own clock (the decision's time, the attempts'
+// times), or the write-once audit refuses it and the claim dead-letters.
+// Killed after each of steps 7, 8 and 9: every claim ends rejected, with one
+// e-mail, one close and one audit record.
+func TestCrashesAfterARejectionEndTheClaimOnce(t *testing.T) {
+	w := newWorld(t)
+	ids := map[claim.Step]string{claim.StepNotify: "claim-e2e-rej-7", claim.StepClose: "claim-e2e-rej-8", claim.StepAudit: "claim-e2e-rej-9"}
+	var points []string
+	for step, id := range ids {
+		points = append(points, fmt.Sprintf("%s:%d:%s", id, step, crash.AfterEffect))
+	}
+	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"),
+		"--crash-at", strings.Join(points, ","), "--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
+	for _, id := range ids {
+		w.start(w.claimFile(id, "1840.00"))
+	}
+	for _, id := range ids {
+		w.waitStatus(id, workflows.StatusWaiting)
+		out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", "reject",
+			"--input", w.receipt("reject", id, "adjuster-17", "--reason", "the invoice is for another address"))
+		require.NoError(t, err, out)
+	}
+	st, err := store.Open(w.store)
+	require.NoError(t, err)
+	defer st.Close()
+	for step, id := range ids {
+		r := w.result(id)
+		assert.Equal(t, workflows.StatusRejected, r.Status, "killed after step %d: %+v", step, r.DeadLetter)
+		rec, err := st.GetClaim(context.Background(), id)
+		require.NoError(t, err)
+		assert.Equal(t, "rejected", rec.Status, id)
+		assert.Equal(t, 1, w.mails(id), "%s: one e-mail", id)
+		audit, err := st.Audit(context.Background(), id)
+		require.NoError(t, err, id)
+		assert.Contains(t, string(audit), `"outcome":"rejected"`, id)
+		n, _ := w.transfers(id)
+		assert.Zero(t, n, id)
+	}
+	assert.Equal(t, len(ids), worker.Kills(), "each crash point fired once")
 }

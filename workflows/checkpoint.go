@@ -190,6 +190,22 @@ func (r *claimRun) ran(p stepPlan, local bool, out any) {
 // the task that ran before the wait completed, so everything is recorded.
 func (r *claimRun) taskBoundary() { r.pending = "" }
 
+// waited notes that an approval wait ended in the current workflow task.
+// What came before the wait is recorded; what this task decided is not: a
+// decision and the attempts carry this task's clock (workflow.Now), and a
+// task run again after a crash reads another. So from versionDecided on the
+// decision is pending like a costly local result: the next costly step
+// (the claimant's e-mail after a rejection) runs in its regular form and
+// records it before a record (the audit) embeds it. Before, a kill after the
+// audit of a rejection left a record the next task rebuilt with other times,
+// and the write-once audit refused it.
+func (r *claimRun) waited() {
+	r.taskBoundary()
+	if r.decisionsPending {
+		r.pending = "decision"
+	}
+}
+
 // The step runner: every activity of the run goes through exec, which
 // applies the plan row it names.
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"go.temporal.io/sdk/activity"
@@ -99,4 +100,26 @@ func (s *ClaimSuite) TestRunsBeforeLocalRecordsCloseAsTheyDid() {
 	s.start(testClaim("claim-cp-v3", "640.00"), Options{})
 	s.Equal(StatusPaid, s.result().Status)
 	s.Equal([]string{"NotifyClaimant local", "CloseClaim regular", "WriteAudit local"}, (*got)[len(*got)-3:])
+}
+
+// What the task that ends a wait decided is recorded before a record embeds
+// it: after a rejection the e-mail is a regular activity, so the close and
+// the audit run in a later task, whose rerun after a crash rebuilds the
+// same audit record. Runs before versionDecided kept all three local.
+func (s *ClaimSuite) TestADecisionIsRecordedBeforeTheAuditEmbedsIt() {
+	for name, tc := range map[string]struct {
+		version workflow.Version
+		want    []string
+	}{
+		"from versionDecided":   {versionDecided, []string{"NotifyClaimant regular", "CloseClaim local", "WriteAudit local"}},
+		"before versionDecided": {versionAuthority, []string{"NotifyClaimant local", "CloseClaim local", "WriteAudit local"}},
+	} {
+		s.SetupTest()
+		s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(tc.version)
+		got := s.forms()
+		s.reject(time.Hour, "adjuster-17", "the invoice is for another address")
+		s.start(testClaim("claim-cp-reject", "1840.00"), Options{})
+		s.Equal(StatusRejected, s.result().Status, name)
+		s.Equal(tc.want, (*got)[len(*got)-3:], name)
+	}
 }

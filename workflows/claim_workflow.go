@@ -77,6 +77,9 @@ type claimRun struct {
 	// versionRecords on; before, the close was plan.effect and the audit
 	// plan.sideStep (see close).
 	records stepPlan
+	// decisionsPending: what the task that ends a wait decided is pending
+	// until recorded (versionDecided on; see waited in checkpoint.go).
+	decisionsPending bool
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -204,7 +207,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		if err != nil {
 			return ended(r.deadLetter(ctx, err))
 		}
-		r.taskBoundary()
+		r.waited()
 		switch {
 		case appr.Capped:
 			return ended(r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge)))
@@ -267,6 +270,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	if version >= versionRecords {
 		r.records = plan.record
 	}
+	r.decisionsPending = version >= versionDecided
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}

@@ -22,6 +22,10 @@ package workflows
 //	                (their audience); conflicts of interest compare people,
 //	                not spellings (canonical e-mail addresses, the directory's
 //	                other addresses and payout accounts)
+//	versionDecided  what the task that ends an approval wait decided is
+//	                recorded before a record embeds it: after a rejection,
+//	                an expiry or a withdrawal the claimant's e-mail runs as a
+//	                regular activity (checkpoint.go, waited)
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -36,7 +40,8 @@ const (
 	// decides on replay exactly as it did (an accepted decision accepted
 	// again, a refused one refused).
 	versionAuthority = 5
+	versionDecided   = 6
 
 	// versionLatest is what new runs record.
-	versionLatest = versionAuthority
+	versionLatest = versionDecided
 )
