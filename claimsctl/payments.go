@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/stripe/stripe-go/v76"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -19,7 +19,7 @@ import (
 // "claim-0042: 1 transfer, total 1840.00 usd", or "claim-0044: 0 transfers
 // (expired)" with the claim's status when nothing was paid.
 func payments(ctx context.Context, ids []string, out io.Writer) error {
-	sc := activities.NewStripeClient(activities.StripeConfig{SecretKey: os.Getenv("STRIPE_SECRET_KEY"), APIBase: os.Getenv("STRIPE_API_BASE")})
+	sc := activities.NewStripeClient(activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", "")})
 	c, err := dial(ctx)
 	if err != nil {
 		return err

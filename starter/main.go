@@ -79,7 +79,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.maxAge, "max-age", 0, "cap on a run's age, approval waits included (lower only)")
 	fs.IntVar(&o.maxTurns, "max-triage-turns", envInt("TRIAGE_MAX_TURNS", 0), "cap on the triage agent's model turns; past it a human triages (env TRIAGE_MAX_TURNS; lower only)")
 	fs.Int64Var(&o.maxTokens, "max-triage-tokens", int64(envInt("TRIAGE_MAX_TOKENS", 0)), "cap on the tokens triage may use; past it a human triages (env TRIAGE_MAX_TOKENS; lower only)")
-	fs.StringVar(&o.docsRoot, "docs-root", os.Getenv("DOCS_ROOT"), "read documents only under this directory (env DOCS_ROOT; default: each claim file's own directory)")
+	fs.StringVar(&o.docsRoot, "docs-root", config.Get("DOCS_ROOT", ""), "read documents only under this directory (env DOCS_ROOT; default: each claim file's own directory)")
 	fs.BoolVar(&o.registerOnly, "register-only", false, "register the claims in the system of record (documents stored) without starting them")
 	fs.StringVar(&o.fourEyes, "four-eyes-above", "", "payout above which two approvers must agree, in the claim's currency (lower only)")
 	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
@@ -187,7 +187,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer c.Close()
-	docs, err := blobs.Open(ctx, os.Getenv("BLOB_URL"))
+	docs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
 	if err != nil {
 		fmt.Fprintln(stderr, "starter:", err)
 		return exitFailed
