@@ -18,19 +18,6 @@ import (
 // signed by a key made per cluster). The server fetches the key's JWKS from
 // a loopback HTTP endpoint the cluster serves for its life.
 
-// Roles, one identity per program (temporalauth's).
-const (
-	RoleAdmin     = temporalauth.RoleAdmin
-	RoleWorker    = temporalauth.RoleWorker
-	RoleStarter   = temporalauth.RoleStarter
-	RoleInbox     = temporalauth.RoleInbox
-	RoleClaimsctl = temporalauth.RoleClaimsctl
-	RoleReader    = temporalauth.RoleReader
-)
-
-// Roles lists every role a cluster issues a token for.
-var Roles = temporalauth.Roles
-
 // tokenLife is how long the tokens of a local cluster last.
 const tokenLife = 30 * 24 * time.Hour
 
@@ -72,7 +59,7 @@ func newIssuer(dir string) (_ *issuer, err error) {
 	if err := os.MkdirAll(tdir, 0o700); err != nil {
 		return nil, err
 	}
-	for _, role := range Roles {
+	for _, role := range temporalauth.Roles {
 		tok, err := is.Token(role, Namespace, time.Now(), tokenLife)
 		if err != nil {
 			return nil, err
@@ -99,7 +86,7 @@ func (c *Cluster) Token(role string) (string, error) {
 	}
 	tok, ok := c.auth.tokens[role]
 	if !ok {
-		return "", fmt.Errorf("cluster: no role %q (roles: %v)", role, Roles)
+		return "", fmt.Errorf("cluster: no role %q (roles: %v)", role, temporalauth.Roles)
 	}
 	return tok, nil
 }

@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
 	"github.com/durableclaims/durableclaims/testbed/serversettings"
 )
@@ -340,7 +341,7 @@ func (c *Cluster) stopLocked(sig syscall.Signal) {
 }
 
 func (c *Cluster) dial() (client.Client, error) {
-	return client.NewLazyClient(c.ClientOptions(RoleAdmin))
+	return client.NewLazyClient(c.ClientOptions(temporalauth.RoleAdmin))
 }
 
 // ClientOptions are the SDK client options of a program in role.

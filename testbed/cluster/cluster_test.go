@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/cluster"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -93,13 +94,13 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 		}
 	}()
 
-	cl, err := client.Dial(c.ClientOptions(cluster.RoleWorker))
+	cl, err := client.Dial(c.ClientOptions(temporalauth.RoleWorker))
 	require.NoError(t, err)
 	defer cl.Close()
 
 	// No anonymous frontend: without a token, or with a forged one,
 	// nothing is read or started; a reader reads and starts nothing.
-	forged, err := c.Token(cluster.RoleWorker)
+	forged, err := c.Token(temporalauth.RoleWorker)
 	require.NoError(t, err)
 	forged = forged[:len(forged)-8] + "AAAAAAAA"
 	for name, creds := range map[string]client.Credentials{"anonymous": nil, "forged token": client.NewAPIKeyStaticCredentials(forged)} {
@@ -114,7 +115,7 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 		assert.ErrorAs(t, err, &denied, "%s: a read", name)
 		anon.Close()
 	}
-	reader, err := client.NewLazyClient(c.ClientOptions(cluster.RoleReader))
+	reader, err := client.NewLazyClient(c.ClientOptions(temporalauth.RoleReader))
 	require.NoError(t, err)
 	_, err = reader.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: cluster.Namespace})
 	require.NoError(t, err, "a reader reads")

@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/cluster"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
 	"github.com/durableclaims/durableclaims/workflows"
@@ -117,7 +118,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 		if err != nil {
 			return scaleTarget{}, nil, fmt.Errorf("scaling: cluster: %w", err)
 		}
-		cl, err := client.Dial(c.ClientOptions(cluster.RoleStarter))
+		cl, err := client.Dial(c.ClientOptions(temporalauth.RoleStarter))
 		if err != nil {
 			c.Stop()
 			return scaleTarget{}, nil, err
@@ -125,7 +126,7 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 		fmt.Fprintf(os.Stderr, "  scaling: Temporal server %s on PostgreSQL started in %s at %s\n", cluster.ServerVersion,
 			time.Since(t0).Round(time.Second), c.Address())
 		return scaleTarget{key: "cluster", label: "Temporal cluster on PostgreSQL", address: c.Address(), client: cl,
-				serverPID: c.PID, serverPprof: c.PprofURL(), temporalPG: c.Postgres(), auth: c.AuthEnv(cluster.RoleWorker)},
+				serverPID: c.PID, serverPprof: c.PprofURL(), temporalPG: c.Postgres(), auth: c.AuthEnv(temporalauth.RoleWorker)},
 			func() { cl.Close(); c.Stop() }, nil
 	}
 	return scaleTarget{}, nil, fmt.Errorf("-scaling-servers: unknown server %q (dev, cluster)", srv)

@@ -31,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/cluster"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
 )
@@ -76,12 +77,12 @@ func run(dir, logLevel string, log *slog.Logger) error {
 	envOf := func(role string) string {
 		return strings.Join(append(c.Env(role), "CLAIMS_DB="+claimsDB), "\n") + "\n"
 	}
-	for _, role := range cluster.Roles {
+	for _, role := range temporalauth.Roles {
 		if err := os.WriteFile(filepath.Join(c.Dir(), "env."+role), []byte(envOf(role)), 0o600); err != nil {
 			return err
 		}
 	}
-	env := envOf(cluster.RoleWorker)
+	env := envOf(temporalauth.RoleWorker)
 	if err := os.WriteFile(filepath.Join(c.Dir(), "env"), []byte(env), 0o600); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 type temporalServer interface {
 	name() string
 	hostPort() string
-	// auth is what a program in role (cluster.Role*) adds to reach the
+	// auth is what a program in role (temporalauth.Role*) adds to reach the
 	// server: the environment of a child process and an SDK client's
 	// credentials. Nothing for the dev server, whose frontend is open.
 	auth(role string) (env []string, creds client.Credentials)

@@ -26,7 +26,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/testbed/cluster"
+	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
 	"github.com/durableclaims/durableclaims/testbed/stripesim"
 )
@@ -150,7 +150,7 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 	killerDone.Go(func() { killer(killCtx, s.workers, s.o.KillMin, s.o.KillMax, &s.chaos, s.log) })
 	defer func() { stopKiller(); killerDone.Wait() }()
 
-	cliAuth, _ := s.server.auth(cluster.RoleClaimsctl)
+	cliAuth, _ := s.server.auth(temporalauth.RoleClaimsctl)
 	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
 	apprCtx, stopApprover := context.WithCancel(runCtx)
 	var approverDone sync.WaitGroup
@@ -438,7 +438,7 @@ func (s *soak) dial(ctx context.Context) error {
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, creds := s.server.auth(cluster.RoleClaimsctl)
+	_, creds := s.server.auth(temporalauth.RoleClaimsctl)
 	s.client, err = client.DialContext(dctx, client.Options{HostPort: s.server.hostPort(), Namespace: "default", Logger: logger, Credentials: creds,
 		ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}}) // both servers are plaintext on loopback
 	return err
@@ -447,7 +447,7 @@ func (s *soak) dial(ctx context.Context) error {
 func (s *soak) approversFile() string { return filepath.Join(s.dir, "approvers.json") }
 
 func (s *soak) startWorkers() {
-	auth, _ := s.server.auth(cluster.RoleWorker)
+	auth, _ := s.server.auth(temporalauth.RoleWorker)
 	env := childEnv(append([]string{
 		"TEMPORAL_ADDRESS=" + s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE=" + s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
