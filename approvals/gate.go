@@ -2,11 +2,13 @@ package approvals
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -106,10 +108,20 @@ func (in DecideInput) verdict() (Verdict, error) {
 
 func (g *Gate) validateDecide(ctx workflow.Context, in DecideInput) error {
 	v, err := in.verdict()
-	if err != nil {
-		return err
+	if err == nil {
+		_, err = g.check(v, in.Input(), workflow.Now(ctx))
 	}
-	_, err = g.check(v, in.Input(), workflow.Now(ctx))
+	return answer(err)
+}
+
+// answer is how a refused update reads to whoever sent it: the sentence,
+// its code as the error's type, and not retryable (the same decision is
+// refused again). A client reads the code back with RefusalCode.
+func answer(err error) error {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return temporal.NewNonRetryableApplicationError(r.Msg, r.Code, nil)
+	}
 	return err
 }
 

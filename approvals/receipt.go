@@ -13,6 +13,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
 )
@@ -140,6 +141,14 @@ const (
 	CodeWrongAudience  = "wrong-audience"
 )
 
+// codes are the refusal codes, for telling a refused update from another
+// failure.
+var codes = map[string]bool{CodeUnsigned: true, CodeMalformed: true, CodeUnknownKey: true, CodeBadSignature: true,
+	CodeExpired: true, CodeNotYetValid: true, CodeTooLongLived: true, CodeReplayed: true, CodeOtherClaim: true, CodeStaleHash: true,
+	CodeWrongVerdict: true, CodeNotVouched: true, CodeNotWaiting: true, CodeUnknown: true, CodeSelfApproval: true, CodeAmender: true,
+	CodeNeedSupervisor: true, CodeOverLimit: true, CodeNeedsReason: true, CodeBadAmount: true, CodeTooLarge: true, CodeSameApprover: true,
+	CodeHandedOn: true, CodeWrongAudience: true}
+
 // Refusal is why a decision was refused: a code and a sentence.
 type Refusal struct {
 	Code string
@@ -152,13 +161,33 @@ func refuse(code, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// RefusalCode is the code of a refusal error, or "" for another error.
+// RefusalCode is the code of a refusal error, or "" for another error: a
+// Refusal, or a refused update as its sender receives it (the code is the
+// application error's type).
 func RefusalCode(err error) string {
 	var r *Refusal
 	if errors.As(err, &r) {
 		return r.Code
 	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && codes[app.Type()] {
+		return app.Type()
+	}
 	return ""
+}
+
+// RefusalMessage is the sentence of a refusal, for a person: without the
+// type and retry state an update's error carries for machines.
+func RefusalMessage(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Msg
+	}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	return err.Error()
 }
 
 // Clock skew allowed between the signer's clock and the workflow's.

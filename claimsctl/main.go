@@ -58,6 +58,10 @@ const usage = `usage:
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	// Commands that need no further argument; the rest need a claim or a subcommand.
 	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true}
 	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key" || args[0] == "temporal-auth") {

@@ -121,6 +121,16 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return fmt.Errorf("receipt: %s is %s's own key; it cannot sign for %s", *keyPath, kf.Approver, *as)
 	}
 
+	// What the workflow would refuse is refused here, before anything is
+	// signed: a rejection says why, a lower amount says why and is lower.
+	switch {
+	case verdict == approvals.Reject && strings.TrimSpace(*reason) == "":
+		return errors.New("receipt: a rejection needs a reason (--reason \"…\"): the claimant is told the claim is not paid, and the audit says why")
+	case *amount != "" && verdict != approvals.Approve:
+		return errors.New("receipt: only an approval may name a lower amount (--amount)")
+	case *amount != "" && strings.TrimSpace(*reason) == "":
+		return errors.New("receipt: approving a lower amount needs a reason (--reason \"…\")")
+	}
 	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash, AssignTo: *to,
 		Audience: *audience}
 	if r.Audience == "" {
@@ -138,8 +148,33 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 		// The claim says whom a receipt for it must be addressed to (empty
 		// for runs before receipts named it).
 		req, r.RequestSHA256, r.Audience = &s.Approval.Request, s.Approval.RequestSHA256, s.Audience
-		fmt.Fprintf(errOut, "%s %s as %s: pay %s %s to %s (%s); request sha256 %s\n", verdict, id, sub, req.Amount,
-			strings.ToUpper(req.Currency), req.PayeeName, req.Payee, r.RequestSHA256)
+		if *amount != "" {
+			if r.AmountMinor, err = claim.ParseAmount(*amount, req.Currency); err != nil {
+				return fmt.Errorf("receipt: --amount: %w", err)
+			}
+			if r.AmountMinor <= 0 || r.AmountMinor >= req.AmountMinor {
+				return fmt.Errorf("receipt: --amount %s must be above 0 and below the request's %s %s", *amount, req.Amount, strings.ToUpper(req.Currency))
+			}
+		}
+		// The preview says what this receipt does, so the approver sees
+		// what they sign.
+		money := func(minor int64) string {
+			return claim.FormatAmount(minor, req.Currency) + " " + strings.ToUpper(req.Currency)
+		}
+		switch {
+		case verdict == approvals.Reject:
+			fmt.Fprintf(errOut, "reject %s as %s: pay nothing (request of %s to %s); reason: %s; request sha256 %s\n", id, sub,
+				money(req.AmountMinor), req.PayeeName, *reason, r.RequestSHA256)
+		case verdict == approvals.Handoff:
+			fmt.Fprintf(errOut, "hand %s on to %s, as %s (request of %s to %s); request sha256 %s\n", id, *to, sub,
+				money(req.AmountMinor), req.PayeeName, r.RequestSHA256)
+		case r.AmountMinor > 0:
+			fmt.Fprintf(errOut, "approve %s as %s: pay %s, not the %s asked, to %s (%s); reason: %s; request sha256 %s\n", id, sub,
+				money(r.AmountMinor), money(req.AmountMinor), req.PayeeName, req.Payee, *reason, r.RequestSHA256)
+		default:
+			fmt.Fprintf(errOut, "approve %s as %s: pay %s to %s (%s); request sha256 %s\n", id, sub, money(req.AmountMinor),
+				req.PayeeName, req.Payee, r.RequestSHA256)
+		}
 		for _, why := range req.Reasons {
 			fmt.Fprintf(errOut, "  needs a human: %s\n", why)
 		}
@@ -147,13 +182,8 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 			fmt.Fprintf(errOut, "  four eyes: %d of %d approvals so far\n", len(s.Approval.Votes), q)
 		}
 	}
-	if *amount != "" {
-		if req == nil {
-			return errors.New("receipt: --amount needs the request from the claim (leave out --request-sha256)")
-		}
-		if r.AmountMinor, err = claim.ParseAmount(*amount, req.Currency); err != nil {
-			return fmt.Errorf("receipt: --amount: %w", err)
-		}
+	if *amount != "" && req == nil {
+		return errors.New("receipt: --amount needs the request from the claim (leave out --request-sha256)")
 	}
 	if r, err = approvals.NewReceipt(r, time.Now(), *ttl); err != nil {
 		return err

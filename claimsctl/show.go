@@ -107,8 +107,8 @@ func (s *story) print(out io.Writer) {
 		case step == claim.StepApproval && r != nil && r.Approval != nil:
 			ap := r.Approval
 			if d := ap.Decision; d != nil {
-				fmt.Fprintf(out, "  step 5 %-9s parked %s (%s), then %sd by %s via %s%s\n", step,
-					d.DecidedAt.Sub(ap.RequestedAt).Round(time.Millisecond), d.Stage, d.Verdict, d.Approver, d.Channel, proof(d))
+				fmt.Fprintf(out, "  step 5 %-9s parked %s (%s), then %s by %s via %s%s\n", step,
+					d.DecidedAt.Sub(ap.RequestedAt).Round(time.Millisecond), d.Stage, decided(d.Verdict), d.Approver, d.Channel, proof(d))
 			} else if ap.Expired {
 				fmt.Fprintf(out, "  step 5 %-9s nobody decided: escalated, then expired at %s\n", step, ap.Deadline.Format(time.RFC3339))
 			}
@@ -279,3 +279,16 @@ func detail(rec *claimstory.Step, currency string) string {
 }
 
 func short(sum string) string { return sum[:min(12, len(sum))] }
+
+// decided is what a verdict did, in words: "approved", "rejected".
+func decided(v approvals.Verdict) string {
+	switch v {
+	case approvals.Approve:
+		return "approved"
+	case approvals.Reject:
+		return "rejected"
+	case approvals.Handoff:
+		return "handed on"
+	}
+	return string(v)
+}

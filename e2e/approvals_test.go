@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -32,6 +34,26 @@ func (w *world) decide(id string, in map[string]string) (string, error) {
 
 func (w *world) decideRaw(id, payload string) (string, error) {
 	return w.cli("workflow", "update", "execute", "--workflow-id", id, "--name", "decide", "--input", payload)
+}
+
+// signed is a receipt approver's own key signs for the request id waits on,
+// as anyone holding the key can make one, whatever claimsctl would refuse;
+// edit changes it before signing.
+func (w *world) signed(approver, id string, edit func(*approvals.Receipt)) string {
+	w.t.Helper()
+	kf, err := authority.ReadKeyFile(filepath.Join(w.keys, approver+".key"))
+	require.NoError(w.t, err)
+	st := w.status(id)
+	require.NotNil(w.t, st.Approval)
+	r, err := approvals.NewReceipt(approvals.Receipt{Subject: approver, ClaimID: id, RequestSHA256: st.Approval.RequestSHA256,
+		Verdict: approvals.Approve, Audience: st.Audience}, time.Now(), approvals.DefaultReceiptTTL)
+	require.NoError(w.t, err)
+	edit(&r)
+	tok, err := approvals.Sign(kf, r)
+	require.NoError(w.t, err)
+	b, err := json.Marshal(approvals.Input{Receipt: tok})
+	require.NoError(w.t, err)
+	return string(b)
 }
 
 func (w *world) status(id string) workflows.Status {
@@ -59,12 +81,48 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 		{`{"approver":"mallory","decision":"approve"}`, `unsigned: a decision needs a signed receipt`},
 		{w.receipt("approve", id, "adjuster-9"), "over limit: adjuster-9 may decide up to 1500.00 USD"},
 		{w.receipt("approve", id, "adjuster-17", "--request-sha256", strings.Repeat("0", 64)), "stale decision"},
-		{w.receipt("reject", id, "adjuster-17"), "a rejection needs a reason"},
+		// claimsctl refuses to sign it (below); a key's owner can sign it all the same.
+		{w.signed("adjuster-17", id, func(r *approvals.Receipt) { r.Verdict = approvals.Reject }), "a rejection needs a reason"},
 	} {
 		out, err := w.decideRaw(id, tc.in)
 		assert.Equal(t, 1, exitCode(err), "a refused update fails the command: %s", out)
 		assert.Contains(t, out, tc.want)
+		assert.Contains(t, out, "retryable: false", "the same decision is refused again: %s", out)
+		assert.NotContains(t, out, "type: Refusal", out)
 	}
+	out, err := w.decideRaw(id, w.receipt("approve", id, "adjuster-9"))
+	assert.Contains(t, out, "(type: over-limit, retryable: false)", "the refusal's code is its type, for scripts: %v", err)
+
+	// What the workflow would refuse, claimsctl does not sign; its preview
+	// says what the receipt does.
+	for args, want := range map[string]string{
+		"reject":                              "a rejection needs a reason",
+		"approve --amount 1840.00 --reason x": "must be above 0 and below the request's 1840.00 USD",
+		"approve --amount 1500.00":            "approving a lower amount needs a reason",
+		"reject --amount 1500.00 --reason x":  "only an approval may name a lower amount",
+	} {
+		f := strings.Fields(args)
+		out, err := w.ctl(append([]string{"receipt", f[0], id, "--key", filepath.Join(w.keys, "adjuster-17.key")}, f[1:]...)...)
+		assert.Equal(t, 1, exitCode(err), "%s: %s", args, out)
+		assert.Contains(t, out, want, args)
+		assert.NotContains(t, out, `"receipt"`, "%s: nothing signed", args)
+	}
+	for args, want := range map[string]string{
+		"approve --amount 1500.00 --reason invoice": "approve " + id + " as adjuster-17: pay 1500.00 USD, not the 1840.00 USD asked",
+		"reject --reason duplicate":                 "reject " + id + " as adjuster-17: pay nothing",
+		"approve":                                   "approve " + id + " as adjuster-17: pay 1840.00 USD to Ada Lovelace",
+	} {
+		f := strings.Fields(args)
+		out, err := w.ctl(append([]string{"receipt", f[0], id, "--key", filepath.Join(w.keys, "adjuster-17.key")}, f[1:]...)...)
+		require.NoError(t, err, out)
+		assert.Contains(t, out, want, args)
+	}
+	for _, help := range []string{"help", "--help", "-h"} {
+		out, err := w.ctl(help)
+		assert.NoError(t, err, "claimsctl %s exits 0", help)
+		assert.Contains(t, out, "usage:", help)
+	}
+
 	w.approve(id, "adjuster-9") // over limit, by signal
 	assert.Equal(t, workflows.StatusWaiting, w.status(id).State, "nothing refused changed the claim")
 
@@ -79,7 +137,7 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(query(deadline.Add(time.Minute)), id) }, testTimeout, pollEvery)
 	assert.NotContains(t, query(deadline.Add(-time.Minute)), id, "not yet past its deadline")
 
-	out, err := w.decideRaw(id, w.receipt("approve", id, "adjuster-17", "--note", "checked"))
+	out, err = w.decideRaw(id, w.receipt("approve", id, "adjuster-17", "--note", "checked"))
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "approver:adjuster-17")
 	assert.Contains(t, out, "hash_bound:true")
@@ -98,7 +156,7 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	assert.Contains(t, out, "from the audit record (step 9); outcome paid")
 	assert.Contains(t, out, "decision: approve by adjuster-17 (adjuster) via update")
 	assert.Contains(t, out, "proven by a receipt signed with adjuster-17-")
-	assert.Equal(t, 4, strings.Count(out, "refused before history"), out)
+	assert.Equal(t, 5, strings.Count(out, "refused before history"), out)
 	assert.Contains(t, out, "refused (over-limit): over limit", "the refused signal is in history")
 	assert.Contains(t, out, "ACCEPTED")
 }

@@ -197,4 +197,7 @@ func TestCrashesAfterARejectionEndTheClaimOnce(t *testing.T) {
 		assert.Zero(t, n, id)
 	}
 	assert.Equal(t, len(ids), worker.Kills(), "each crash point fired once")
+	out, err := w.ctl("show", ids[claim.StepAudit])
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "then rejected by adjuster-17", "claimsctl show says what the decision did")
 }

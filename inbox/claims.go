@@ -353,11 +353,7 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 
 // refusal is what the workflow said, without the SDK's wrapping.
 func refusal(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, "): "); i >= 0 && strings.HasPrefix(msg, "update failed") {
-		msg = msg[i+3:]
-	}
-	return msg
+	return approvals.RefusalMessage(err)
 }
 
 // document streams one of the claim's documents from the blob store, to

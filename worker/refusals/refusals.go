@@ -81,7 +81,7 @@ func (i *inbound) ValidateUpdate(ctx workflow.Context, in *interceptor.UpdateInp
 		}
 	}
 	ref := store.Refusal{ClaimID: workflow.GetInfo(ctx).WorkflowExecution.ID, At: time.Now().UTC(), Channel: "update",
-		Approver: d.Approver, Decision: string(d.Decision), PayloadSHA256: d.PayloadSHA256, Code: approvals.RefusalCode(err), Reason: err.Error()}
+		Approver: d.Approver, Decision: string(d.Decision), PayloadSHA256: d.PayloadSHA256, Code: approvals.RefusalCode(err), Reason: approvals.RefusalMessage(err)}
 	if d.Receipt != "" {
 		// Who and what the receipt claims, unverified: the trail records
 		// what was attempted, the refusal says why it did not count.
