@@ -121,6 +121,10 @@ func TestReconcileFindsWhatTheStepLogNeverRecorded(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "claims-reconcile: unchanged")
 	assert.Equal(t, 2*time.Hour, w.schedule().Schedule.Spec.Intervals[0].Every)
+	// A worker restarted (no RECONCILE_EVERY of its own) leaves it so.
+	restarted := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	require.Eventually(t, func() bool { return strings.Contains(restarted.Output(), "reconcile schedule") }, testTimeout, pollEvery)
+	assert.Equal(t, 2*time.Hour, w.schedule().Schedule.Spec.Intervals[0].Every, "a restart keeps the interval an operator set")
 
 	require.NoError(t, w.client.ScheduleClient().GetHandle(ctx, workflows.ReconcileScheduleID).Trigger(ctx, client.ScheduleTriggerOptions{}))
 	var runID string

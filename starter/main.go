@@ -334,6 +334,6 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 	default:
 		fmt.Fprintf(out, "started %s (run %s), %s %s\n", id, run.GetRunID(), in.Claim.Amount(), in.Claim.Currency)
 	}
-	fmt.Fprintf(out, "  approve: temporal workflow signal --workflow-id %s --name approve --input \"$(claimsctl receipt approve %s --key YOUR.key)\"\n", id, id)
+	fmt.Fprintf(out, "  if it waits for a decision (claimsctl wait %s --status waiting): temporal workflow update execute --workflow-id %s --name decide --input \"$(claimsctl receipt approve %s --key YOUR.key)\"\n", id, id, id)
 	return nil
 }

@@ -133,15 +133,21 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
 	w.RegisterWorkflowWithOptions(workflows.ReconcileWorkflow, workflow.RegisterOptions{Name: workflows.ReconcileWorkflowType})
-	// The reconciliation schedule, created or brought to RECONCILE_EVERY
-	// (default 1h; "0" removes it). A failure is logged, not fatal: claims
-	// do not wait on it.
+	// The reconciliation schedule: brought to RECONCILE_EVERY when it is
+	// set ("0" removes it); otherwise created hourly if missing, and an
+	// existing one left as an operator set it (claimsctl schedule), so a
+	// restart does not undo it. A failure is logged, not fatal: claims do
+	// not wait on it.
 	every, err := config.Duration("RECONCILE_EVERY", workflows.DefaultReconcileEvery)
 	if err != nil {
 		return err
 	}
+	ensure := workflows.CreateReconcileSchedule
+	if config.Get("RECONCILE_EVERY", "") != "" {
+		ensure = workflows.EnsureReconcileSchedule
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	if did, err := workflows.EnsureReconcileSchedule(sctx, c, every); err != nil {
+	if did, err := ensure(sctx, c, every); err != nil {
 		logger.Error("reconcile schedule not set", "schedule", workflows.ReconcileScheduleID, "every", every, "error", err)
 	} else {
 		logger.Info("reconcile schedule", "schedule", workflows.ReconcileScheduleID, "every", every, "result", did)

@@ -135,6 +135,17 @@ const (
 // that interval and updates it otherwise. An interval of 0 deletes it. Safe
 // to call from every worker at start and from claimsctl at once.
 func EnsureReconcileSchedule(ctx context.Context, c client.Client, every time.Duration) (string, error) {
+	return ensureReconcileSchedule(ctx, c, every, true)
+}
+
+// CreateReconcileSchedule creates the schedule at that interval if none
+// exists, and leaves an existing one as an operator set it (claimsctl
+// schedule): what a worker does at start unless told an interval.
+func CreateReconcileSchedule(ctx context.Context, c client.Client, every time.Duration) (string, error) {
+	return ensureReconcileSchedule(ctx, c, every, false)
+}
+
+func ensureReconcileSchedule(ctx context.Context, c client.Client, every time.Duration, update bool) (string, error) {
 	if every < 0 {
 		return "", fmt.Errorf("reconcile schedule: interval %s is negative", every)
 	}
@@ -165,6 +176,9 @@ func EnsureReconcileSchedule(ctx context.Context, c client.Client, every time.Du
 	}
 	if !errors.Is(err, temporal.ErrScheduleAlreadyRunning) {
 		return "", fmt.Errorf("reconcile schedule: create: %w", err)
+	}
+	if !update {
+		return ScheduleUnchanged, nil
 	}
 	desc, err := h.Describe(ctx)
 	if err != nil {
