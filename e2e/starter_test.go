@@ -59,7 +59,7 @@ func TestStarterValidatesFirstAndNeverStartsTwice(t *testing.T) {
 	out, err = testenv.Run(t, w.env, starter, good)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "started claim-e2e-start")
-	assert.Contains(t, out, `temporal workflow signal --workflow-id claim-e2e-start --name approve --input "$(claimsctl receipt approve claim-e2e-start --key YOUR.key)"`)
+	assert.Contains(t, out, `if it waits for a decision (claimsctl wait claim-e2e-start --status waiting): temporal workflow update execute --workflow-id claim-e2e-start --name decide --input "$(claimsctl receipt approve claim-e2e-start --key YOUR.key)"`)
 	first, err := w.client.DescribeWorkflow(context.Background(), "claim-e2e-start", "")
 	require.NoError(t, err)
 
