@@ -24,15 +24,20 @@ func TestStuckFindsIdleRunsAndWaitsPastTheirDeadline(t *testing.T) {
 	require.NoError(t, err, out)
 	w.waitStatus("claim-e2e-late", workflows.StatusWaiting)
 
-	out, err = w.ctl("stuck", "--floor", "1s")
+	// The threshold is the test's, not the machine's: --factor 0 leaves the
+	// floor alone (the p95 of a loaded machine's steps times ten could be
+	// longer than any fixed sleep).
+	stuck := func() (string, error) { return w.ctl("stuck", "--factor", "0", "--floor", "1s") }
+	out, err = stuck()
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "no stuck claims")
 
 	worker.Stop() // every worker gone: nothing moves, the 2 s deadline passes unanswered
 	w.start(w.claimFile("claim-e2e-idle", "640.00"))
-	time.Sleep(4 * time.Second)
-	out, err = w.ctl("stuck", "--floor", "1s")
-	assert.Equal(t, 3, exitCode(err), out)
+	require.Eventually(t, func() bool {
+		out, err = stuck()
+		return exitCode(err) == 3 && strings.Contains(out, "claim-e2e-idle") && strings.Contains(out, "claim-e2e-late")
+	}, testTimeout, 500*time.Millisecond, "claimsctl stuck never named both: %s", out)
 	assert.Contains(t, out, "claim-e2e-idle  running  no step progress")
 	assert.Contains(t, out, "claim-e2e-late  waiting  wait past its deadline")
 	assert.NotContains(t, out, "claim-e2e-fine")
