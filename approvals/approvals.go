@@ -25,6 +25,11 @@ const (
 	// UpdateDecide is the validated update: a refused decision is answered
 	// synchronously and never enters history.
 	UpdateDecide = "decide"
+	// SignalChanged says the claim changed in the system of record
+	// (claimsctl withdraw, amend): a wait reads it again at once rather than
+	// at the next decision. It carries nothing and proves nothing: the
+	// workflow reads the store.
+	SignalChanged = "changed"
 )
 
 // Verdict is what a decision says.

@@ -29,7 +29,17 @@ type Gate struct {
 	dropped  int
 	// used holds the jti of every receipt accepted: each is accepted once.
 	used map[string]bool
+	// hooks are the current wait's; recheck asks it to read the claim
+	// again (the changed signal), at most MaxRechecks times a wait.
+	hooks    Hooks
+	recheck  bool
+	rechecks int
 }
+
+// MaxRechecks bounds how often one wait reads the claim again on the
+// changed signal: anyone may send it, and each read is a step in history.
+// Past it, changes are still caught by the read after a decision.
+const MaxRechecks = 8
 
 // maxRefused bounds how many refused attempts the trail keeps in full: a
 // flood of bad signals cannot grow the workflow's state, its result or its
@@ -51,10 +61,18 @@ func Listen(ctx workflow.Context) (*Gate, error) {
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		approve := workflow.GetSignalChannel(ctx, SignalApprove)
 		reject := workflow.GetSignalChannel(ctx, SignalReject)
+		changed := workflow.GetSignalChannel(ctx, SignalChanged)
 		for {
 			s := workflow.NewSelector(ctx)
 			s.AddReceive(approve, func(c workflow.ReceiveChannel, _ bool) { g.receive(ctx, c, SignalApprove, Approve) })
 			s.AddReceive(reject, func(c workflow.ReceiveChannel, _ bool) { g.receive(ctx, c, SignalReject, Reject) })
+			s.AddReceive(changed, func(c workflow.ReceiveChannel, _ bool) {
+				var ignored converter.RawValue
+				c.ReceiveAsync(&ignored)
+				if g.current != nil && g.current.open && g.hooks.Recheck != nil && g.rechecks < MaxRechecks {
+					g.recheck = true
+				}
+			})
 			s.Select(ctx)
 		}
 	})

@@ -29,6 +29,10 @@ type Approval struct {
 	// Voided says why an accepted approval no longer holds (the claim
 	// changed while it waited).
 	Voided string `json:"voided,omitempty"`
+	// Interrupted: the wait ended before anyone decided, because the claim
+	// changed in the system of record (withdrawn, amended) while it waited;
+	// Voided says how. Nothing was decided.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Quorum is how many approvers must agree: 2 above the four-eyes
 	// threshold. Votes are the approvals accepted so far; the wait goes on
 	// until Quorum of them agree (a rejection ends it at once).
@@ -120,6 +124,11 @@ type Trust struct {
 
 // Hooks let the workflow act on a wait's transitions.
 type Hooks struct {
+	// Recheck runs when the system of record says the claim changed while
+	// the wait is open (the changed signal): read the claim again and say
+	// why the request no longer holds, or "" to go on waiting. At most
+	// MaxRechecks times a wait.
+	Recheck func(ctx workflow.Context, a *Approval) (voided string, err error)
 	// OnStage runs when the wait enters a stage: publish it (search
 	// attributes) so operators can find waits by stage and deadline.
 	OnStage func(ctx workflow.Context, stage Stage, deadline time.Time) error
@@ -148,7 +157,7 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 			a.Quorum = 2
 		}
 	}
-	g.current, g.wait = a, w
+	g.current, g.wait, g.hooks, g.rechecks, g.recheck = a, w, hooks, 0, false
 	g.past = append(g.past, a)
 	defer func() { a.open = false }()
 
@@ -199,15 +208,37 @@ func (g *Gate) until(ctx workflow.Context, a *Approval, t, notAfter time.Time) (
 	if capped {
 		t = notAfter
 	}
-	if a.Decision == nil {
-		if left := t.Sub(workflow.Now(ctx)); left > 0 {
-			if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return a.Decision != nil }); err != nil {
-				return true, err
+	for {
+		if a.Decision == nil && !g.recheck {
+			if left := t.Sub(workflow.Now(ctx)); left > 0 {
+				if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return a.Decision != nil || g.recheck }); err != nil {
+					return true, err
+				}
 			}
 		}
-	}
-	if a.Decision != nil {
-		return true, nil
+		if a.Decision != nil {
+			return true, nil
+		}
+		if !g.recheck || g.hooks.Recheck == nil {
+			break
+		}
+		// The claim changed in the system of record while nobody decided:
+		// read it again; a request it no longer matches ends the wait.
+		g.recheck = false
+		g.rechecks++
+		why, err := g.hooks.Recheck(ctx, a)
+		if err != nil {
+			return true, err
+		}
+		if a.Decision != nil {
+			// A decision came while the claim was read: the read after a
+			// decision judges it.
+			return true, nil
+		}
+		if why != "" {
+			a.Voided, a.Interrupted = why, true
+			return true, nil
+		}
 	}
 	if capped {
 		a.Capped = true

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
@@ -20,8 +22,9 @@ import (
 func openStore() (*store.Store, error) { return store.Open(config.ClaimsDB()) }
 
 // withdraw marks claims withdrawn in the system of record. A claim waiting
-// for approval ends withdrawn, unpaid, when the wait ends and it re-reads
-// the claim.
+// for approval is told (the changed signal), reads the claim again and ends
+// withdrawn, unpaid, at once; one that missed the signal does so when its
+// wait ends.
 func withdraw(ctx context.Context, ids []string, out io.Writer) error {
 	st, err := openStore()
 	if err != nil {
@@ -33,13 +36,38 @@ func withdraw(ctx context.Context, ids []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s: withdrawn (version %d)\n", id, rec.Version)
+		fmt.Fprintf(out, "%s: withdrawn (version %d)%s\n", id, rec.Version, tell(ctx, id))
 	}
 	return nil
 }
 
+// tell sends a claim's run the changed signal after its record changed, so
+// that a wait reads the claim again now rather than at the next decision.
+// The record is what counts and it is written: a run that cannot be told
+// (none is open, Temporal is down) reads it at its next step all the same,
+// so a failure here is reported and is not an error.
+func tell(ctx context.Context, id string) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := dial(ctx)
+	if err != nil {
+		return "; its run was not told (" + err.Error() + "): it reads the change at its next step"
+	}
+	defer c.Close()
+	err = c.SignalWorkflow(ctx, id, "", approvals.SignalChanged, nil)
+	var notFound *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return "; its run was told"
+	case errors.As(err, &notFound):
+		return "; no run is open"
+	}
+	return "; its run was not told (" + err.Error() + "): it reads the change at its next step"
+}
+
 // amend changes an open claim's amount or payee. An approval given for the
-// old version is void: the run raises a new request with a new hash.
+// old version is void: the run, told at once, raises a new request with a
+// new hash.
 func amend(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("amend", flag.ContinueOnError)
 	amount := fs.String("amount", "", "new claimed amount, a decimal string")
@@ -72,8 +100,8 @@ func amend(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: amended by %s to %s %s, payee %s (version %d)\n", rec.Claim.ID, *by, rec.Claim.Amount(), rec.Claim.Currency,
-		rec.Claim.Claimant.StripeAccount, rec.Version)
+	fmt.Fprintf(out, "%s: amended by %s to %s %s, payee %s (version %d)%s\n", rec.Claim.ID, *by, rec.Claim.Amount(), rec.Claim.Currency,
+		rec.Claim.Claimant.StripeAccount, rec.Version, tell(ctx, rec.Claim.ID))
 	return nil
 }
 

@@ -161,8 +161,10 @@ func TestApprovalsThroughTheTemporalCLI(t *testing.T) {
 	assert.Contains(t, out, "ACCEPTED")
 }
 
-// A claim withdrawn or amended while it waits: the approval given for the
-// old facts does not pay, and whoever amended the claim may not approve it.
+// A claim withdrawn or amended while it waits ends or asks again at once,
+// not at the next decision or the deadline (hours away): claimsctl tells
+// the run, which reads the system of record. The approval given for the old
+// facts does not pay, and whoever amended the claim may not approve it.
 func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
 	w := newWorld(t)
 	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
@@ -172,9 +174,12 @@ func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
 
 	out, err := w.ctl("withdraw", "claim-e2e-withdraw")
 	require.NoError(t, err, out)
-	w.approve("claim-e2e-withdraw", "adjuster-17")
+	assert.Contains(t, out, "withdrawn (version 2); its run was told")
 	r := w.result("claim-e2e-withdraw")
-	assert.Equal(t, workflows.StatusWithdrawn, r.Status)
+	assert.Equal(t, workflows.StatusWithdrawn, r.Status, "nobody decided: the withdrawal alone ended the wait")
+	require.Len(t, r.Approvals, 1)
+	assert.True(t, r.Approvals[0].Interrupted)
+	assert.Nil(t, r.Approvals[0].Decision)
 	n, _ := w.transfers("claim-e2e-withdraw")
 	assert.Zero(t, n, "a withdrawn claim is never paid")
 	out, err = w.ctl("amend", "claim-e2e-withdraw", "--by", "adjuster-9", "--amount", "10.00")
@@ -185,8 +190,8 @@ func TestWithdrawAndAmendWhileWaiting(t *testing.T) {
 	out, err = w.ctl("amend", "claim-e2e-amend", "--by", "adjuster-9", "--amount", "2100.00")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "amended by adjuster-9 to 2100.00 usd")
-	w.approve("claim-e2e-amend", "adjuster-17")
-	// The approval was for 1840.00: void; a new request for 2100.00 waits.
+	assert.Contains(t, out, "its run was told")
+	// The request was for 1840.00: void; a new request for 2100.00 waits.
 	var second workflows.Status
 	require.Eventually(t, func() bool {
 		second = w.status("claim-e2e-amend")

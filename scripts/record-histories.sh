@@ -53,6 +53,7 @@ start four-eyes 1840.00 --four-eyes-above 1500
 start lowered 1840.00
 start refused 1840.00
 start handed-on 1840.00
+start withdrawn 1840.00
 # A frequent claimant: three earlier claims by the same person send a small claim to a human.
 for n in 1 2 3; do
   bin/starter --register-only --claim-id "$(id frequent-prior-$n)" --policy pol-1001 --name "Ada Lovelace" --email frequent@example.com \
@@ -66,7 +67,9 @@ bin/starter --register-only --claim-id "$(id loosened)" --policy pol-1001 --name
 direct loosened '{"auto_approve_limit_minor":4611686018427387904}'
 
 bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)" \
-  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)" "$(id handed-on)"
+  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)" "$(id handed-on)" "$(id withdrawn)"
+# Withdrawn while it waits: claimsctl tells the run, which ends with nobody deciding.
+bin/claimsctl withdraw "$(id withdrawn)" >/dev/null
 signal frequent approve "$(receipt approve frequent adjuster-17)"
 signal approved approve "$(receipt approve approved adjuster-17 --note recorded)"
 "$TEMPORAL" workflow update execute --workflow-id "$(id approved-update)" --name decide \
@@ -93,7 +96,7 @@ signal amended approve "$(receipt approve amended adjuster-9)"
 signal amended approve "$(receipt approve amended adjuster-17)"
 
 for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped \
-  four-eyes lowered refused frequent unregistered loosened handed-on; do
+  four-eyes lowered refused frequent unregistered loosened handed-on withdrawn; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
   echo "    $OUT/$(id "$name").json"

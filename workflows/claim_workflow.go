@@ -80,6 +80,10 @@ type claimRun struct {
 	// decisionsPending: what the task that ends a wait decided is pending
 	// until recorded (versionDecided on; see waited in checkpoint.go).
 	decisionsPending bool
+	// rechecks: a wait reads the claim again on the changed signal
+	// (versionRecheck on); rechecked is what the last such read found.
+	rechecks  bool
+	rechecked activities.LoadClaimResult
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -211,6 +215,9 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		switch {
 		case appr.Capped:
 			return ended(r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge)))
+		case appr.Interrupted:
+			// The claim changed in the system of record while nobody had
+			// decided: the wait read it (rechecked) and ended.
 		case appr.Decision == nil:
 			metrics.Count(ctx, metrics.ApprovalsExpired, nil)
 			return ended(r.finish(ctx, StatusExpired, "no decision before the escalation deadline"))
@@ -219,9 +226,11 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		}
 		r.publish(ctx, StatusRunning)
 
-		now, err := r.reread(ctx, appr)
-		if err != nil {
-			return ended(r.deadLetter(ctx, err))
+		now := r.rechecked
+		if !appr.Interrupted {
+			if now, err = r.reread(ctx, appr); err != nil {
+				return ended(r.deadLetter(ctx, err))
+			}
 		}
 		if now.Status == "withdrawn" {
 			appr.Voided = fmt.Sprintf("claim withdrawn (version %d)", now.Version)
@@ -236,6 +245,10 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 			continue
 		}
 		change := changed(r.claim, now.Claim)
+		if change == "" && appr.Decision == nil {
+			// Never paid without a decision: ask again.
+			continue
+		}
 		if change == "" {
 			if r.trust != nil && appr.PayoutMinor() < payout {
 				// An approver lowered the payout: pay what was approved, no more.
@@ -271,6 +284,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 		r.records = plan.record
 	}
 	r.decisionsPending = version >= versionDecided
+	r.rechecks = version >= versionRecheck
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}
@@ -365,10 +379,34 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.approval, Approvers: dir.Approvers,
 		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
 		Excluded: r.amendedBy, Trust: trust,
-	}, approvals.Hooks{OnStage: r.onStage, Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
+	}, approvals.Hooks{OnStage: r.onStage, Recheck: r.recheck(), Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
 		metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
 		return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
 	}})
+}
+
+// recheck is the wait's hook for the changed signal (from versionRecheck
+// on; nil before, and the signal is ignored): read the claim again at once
+// and end the wait if it was withdrawn or changed in what the request
+// covers. What it read is kept in rechecked for the round to act on.
+func (r *claimRun) recheck() func(workflow.Context, *approvals.Approval) (string, error) {
+	if !r.rechecks {
+		return nil
+	}
+	return func(ctx workflow.Context, appr *approvals.Approval) (string, error) {
+		now, err := r.reread(ctx, appr)
+		if err != nil {
+			return "", err
+		}
+		r.rechecked = now
+		switch {
+		case now.Status == "withdrawn":
+			return fmt.Sprintf("claim withdrawn (version %d)", now.Version), nil
+		case changed(r.claim, now.Claim) != "":
+			return fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.version, now.Version, changed(r.claim, now.Claim)), nil
+		}
+		return "", nil
+	}
 }
 
 // payApproval is the decision behind the payment, for the payment to

@@ -26,6 +26,9 @@ package workflows
 //	                recorded before a record embeds it: after a rejection,
 //	                an expiry or a withdrawal the claimant's e-mail runs as a
 //	                regular activity (checkpoint.go, waited)
+//	versionRecheck  a claim withdrawn or amended while it waits is read
+//	                again at once (the changed signal claimsctl sends)
+//	                rather than after the next decision or the deadline
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -41,7 +44,8 @@ const (
 	// again, a refused one refused).
 	versionAuthority = 5
 	versionDecided   = 6
+	versionRecheck   = 7
 
 	// versionLatest is what new runs record.
-	versionLatest = versionDecided
+	versionLatest = versionRecheck
 )
