@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster temporal-cli temporal-server cluster clean
+.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster temporal-cli temporal-server prereqs cluster clean
 
 all: build
 
@@ -101,10 +101,15 @@ vet:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	$(GO) vet ./...
 
+# Chromium and PostgreSQL from Debian, for make test (apt-get, as root).
+prereqs:
+	./scripts/prereqs.sh --install
+
 # Integration tests start their own dev server from $(TEMPORAL) on free ports.
 # The fuzz targets' seed corpora run with the tests; a short fuzzing run of
-# each follows.
+# each follows. Without Chromium or PostgreSQL it stops at once and says so.
 test: temporal-cli temporal-server vet
+	@./scripts/prereqs.sh
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
