@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"net/http"
 	"os"
 	"os/exec"
@@ -114,6 +118,26 @@ func (b *browserWorld) open(ctx context.Context, id string) {
 	require.NoError(b.t, chromedp.Do(ctx, chromedp.Navigate(b.inbox+"/claims/"+id), chromedp.WaitVisible(chromedp.CSS("#live"))))
 }
 
+// claimFileWithPhoto is claimFile with a real photo: a 64×48 PNG the
+// claim page shows in place.
+func (b *browserWorld) claimFileWithPhoto(id, amount string) string {
+	dir := b.t.TempDir()
+	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
+	for y := range 48 {
+		for x := range 64 {
+			img.Set(x, y, color.RGBA{R: uint8(x * 4), G: 90, B: uint8(y * 5), A: 255})
+		}
+	}
+	var buf bytes.Buffer
+	require.NoError(b.t, png.Encode(&buf, img))
+	require.NoError(b.t, os.WriteFile(filepath.Join(dir, "photo.png"), buf.Bytes(), 0o644))
+	path := filepath.Join(dir, id+".json")
+	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Ada Lovelace","email":"ada@example.com","stripe_account":"acct_1Ada"},
+		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"photo.png","path":"photo.png"}]}`, id, amount)
+	require.NoError(b.t, os.WriteFile(path, []byte(doc), 0o644))
+	return path
+}
+
 func (b *browserWorld) screenshot(ctx context.Context, name string) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(b.t, err)
@@ -131,8 +155,12 @@ func TestInboxInABrowser(t *testing.T) {
 	b := newBrowserWorld(t)
 	ids := map[string]string{"approve": "claim-e2e-web-approve", "reject": "claim-e2e-web-reject", "lower": "claim-e2e-web-lower",
 		"stale": "claim-e2e-web-stale", "forged": "claim-e2e-web-forged"}
-	for _, id := range ids {
-		b.start(b.claimFile(id, "1840.00"))
+	for name, id := range ids {
+		file := b.claimFile(id, "1840.00")
+		if name == "approve" {
+			file = b.claimFileWithPhoto(id, "1840.00")
+		}
+		b.start(file)
 	}
 	quorum := "claim-e2e-web-quorum"
 	b.start("--four-eyes-above", "1500.00", b.claimFile(quorum, "1840.00"))
@@ -151,13 +179,40 @@ func TestInboxInABrowser(t *testing.T) {
 	b.screenshot(adjuster, "inbox-phone")
 	require.NoError(t, chromedp.Do(adjuster, chromedp.EmulateViewport(1280, 900)))
 
-	// Approve: paid, one transfer, followed live on the page.
+	// Approve: paid, one transfer, followed live on the page. Before the
+	// forms the adjuster reads what happened in the claimant's words, the
+	// policy, the photo itself, the model's advice and the history.
 	b.open(adjuster, ids["approve"])
 	page := b.text(adjuster, "main")
-	for _, want := range []string{"The request you sign", "Ada Lovelace", "acct_1Ada", "covered", "payout 1840.00 is above the auto-approve limit",
-		"How the model triaged it", "lookup_policy", "a.jpg", "Request SHA-256"} {
+	for _, want := range []string{"A burst pipe flooded the kitchen overnight", "In the claimant's own words", "pol-1001", "deductible",
+		"photo.png", "The model's advice", "Advice, not authority", "2 turns, 3 tool calls", "History", "a decision was requested",
+		"The request you sign", "Ada Lovelace", "acct_1Ada", "covered", "payout 1840.00 is above the auto-approve limit", "Request SHA-256"} {
 		assert.Contains(t, page, want)
 	}
+	shown, err := chromedp.Run(adjuster, chromedp.Evaluate[int](`new Promise(done => {
+		const img = document.querySelector("#documents img");
+		if (img.complete) { done(img.naturalWidth); return; }
+		img.onload = () => done(img.naturalWidth); img.onerror = () => done(-1);
+	})`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, 64, shown, "the photo itself is on the page, decoded")
+	above, err := chromedp.Run(adjuster, chromedp.Evaluate[bool](`(() => {
+		const top = s => document.querySelector(s).getBoundingClientRect().top;
+		return ["#happened", "#policy", "#documents img", "#advice", "#history"].every(s => top(s) < top("#decide-h"));
+	})()`))
+	require.NoError(t, err)
+	assert.True(t, above, "the claimant's words, the policy, the photo, the advice and the history come before the forms")
+	handTo := b.text(adjuster, "#handoff-to")
+	assert.Contains(t, handTo, "supervisor-3")
+	assert.NotContains(t, handTo, "adjuster-9", "adjuster-9's limit is 1,500.00: not offered a 1,840.00 claim")
+
+	// A link cannot put words into the page: its notice and alert come only
+	// from the inbox's own redirect after a form.
+	require.NoError(t, chromedp.Do(adjuster, chromedp.Navigate(b.inbox+"/claims/"+ids["approve"]+"?problem=Call+555-0100+to+confirm&notice=Approved"),
+		chromedp.WaitVisible(chromedp.CSS("#live"))))
+	none, err := chromedp.Run(adjuster, chromedp.Evaluate[bool](`document.querySelector(".problem, .notice") === null && !document.body.innerText.includes("555-0100")`))
+	require.NoError(t, err)
+	assert.True(t, none, "words from the URL are not shown")
 	b.screenshot(adjuster, "claim-desktop")
 	require.NoError(t, chromedp.Do(adjuster, chromedp.EmulateViewport(390, 844)))
 	b.screenshot(adjuster, "claim-phone")
@@ -211,13 +266,12 @@ func TestInboxInABrowser(t *testing.T) {
 	n, _ = b.transfers(quorum)
 	assert.Equal(t, 1, n)
 
-	// A stale page: adjuster-17 has the request open; the claim is amended
-	// and the old request voided (supervisor-3 approves it, the re-read
-	// sees the change); the page's approval is refused as stale.
+	// A stale page: adjuster-17 has the request open; the claim is amended,
+	// its run told, the old request voided and a new one raised at once;
+	// the page's approval is refused as stale.
 	b.open(adjuster, ids["stale"])
 	out, err := b.ctl("amend", ids["stale"], "--by", "adjuster-9", "--amount", "1900.00")
 	require.NoError(t, err, out)
-	b.approve(ids["stale"], "supervisor-3")
 	require.Eventually(t, func() bool {
 		s := b.status(ids["stale"])
 		return s.State == workflows.StatusWaiting && s.Approval.Request.Amount == "1900.00"
@@ -254,7 +308,7 @@ func TestInboxInABrowser(t *testing.T) {
 	assert.Contains(t, first, ids["forged"])
 	assert.Contains(t, first, "Handed to you")
 	b.open(supervisor, ids["forged"])
-	assert.Contains(t, b.text(supervisor, ".facts"), "adjuster-17 → supervisor-3: I know the claimant")
+	assert.Contains(t, b.text(supervisor, "#history"), "adjuster-17 → supervisor-3: I know the claimant")
 	out, err = b.ctl("show", ids["forged"])
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "handed on by adjuster-17 to supervisor-3")

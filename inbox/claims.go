@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,8 +97,8 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request, v viewer) {
 		}
 		return a.Approval.Deadline.Compare(b.Approval.Deadline)
 	})
-	s.render(w, r, http.StatusOK, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: list,
-		Notice: r.URL.Query().Get("notice")})
+	f := s.cookies.takeFlash(w, r, r.URL.EscapedPath())
+	s.render(w, r, http.StatusOK, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: list, Notice: f.Notice, Problem: f.Problem})
 }
 
 // mayDecide says whether an approver could decide the request a claim
@@ -131,18 +132,48 @@ func (s *server) status(ctx context.Context, id string) (workflows.Status, error
 	return st, val.Get(&st)
 }
 
-// claimView is everything the claim page shows.
+// claimView is everything the claim page shows, in the order an adjuster
+// reads it before deciding: what happened in the claimant's words, the
+// policy and coverage, the documents, the model's advice, the history;
+// then the request and the decision.
 type claimView struct {
 	ID        string
 	Status    workflows.Status
 	Approval  *approvals.Approval
 	Claim     claim.Claim
+	Policy    *claim.Policy // as intake read it; nil if it found none
 	CanDecide bool
 	WhyNot    string
+	// Advice is the triage agent's answer (its last turn); Turns how it got there.
+	Advice    *activities.Triage
 	Turns     []turnView
-	Documents []claim.Document
-	Terminal  bool
+	Tools     int
+	Documents []docView
+	// Waiting: the request is open; its timeline and the forms apply.
+	Waiting  bool
+	Terminal bool
+	// Colleagues are who the request may be handed to: those who could
+	// decide it now (the workflow checks again).
+	Colleagues []authority.Approver
 }
+
+// docView is one document and how the page shows it: an image or a PDF
+// inside the page (served from /view under a sandbox CSP), anything else
+// as a download only.
+type docView struct {
+	N      int
+	Name   string
+	Size   int64
+	SHA256 string
+	Kind   string // "image", "pdf" or ""
+}
+
+// viewKinds are the document types the page shows inline, by extension;
+// the /view endpoint checks the bytes say the same.
+var viewKinds = map[string]string{".jpg": "image", ".jpeg": "image", ".png": "image", ".gif": "image", ".webp": "image", ".pdf": "pdf"}
+
+// sniffed maps what http.DetectContentType finds to the kinds above.
+var sniffed = map[string]string{"image/jpeg": "image", "image/png": "image", "image/gif": "image", "image/webp": "image", "application/pdf": "pdf"}
 
 // turnView is one triage turn, and the tool calls it made.
 type turnView struct {
@@ -164,8 +195,8 @@ func (s *server) claimPage(w http.ResponseWriter, r *http.Request, v viewer) {
 		s.fail(w, r, status, msg, err)
 		return
 	}
-	q := r.URL.Query()
-	s.render(w, r, http.StatusOK, "claim", page{Title: "Claim " + cv.ID, Viewer: &v, Data: cv, Notice: q.Get("notice"), Problem: q.Get("problem")})
+	f := s.cookies.takeFlash(w, r, r.URL.EscapedPath())
+	s.render(w, r, http.StatusOK, "claim", page{Title: "Claim " + cv.ID, Viewer: &v, Data: cv, Notice: f.Notice, Problem: f.Problem})
 }
 
 func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int, string, error) {
@@ -186,13 +217,35 @@ func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int,
 	cv.Status, cv.Approval = st, st.Approval
 	cv.CanDecide, cv.WhyNot = mayDecide(v.Approver, st)
 	cv.Terminal = st.State != workflows.StatusRunning && st.State != workflows.StatusWaiting && st.State != workflows.StatusEscalated
+	cv.Waiting = st.Approval.Decision == nil && (st.State == workflows.StatusWaiting || st.State == workflows.StatusEscalated)
 	read, err := story.ReadHistory(ctx, s.temporal, s.dc, id) // the status is queried above
 	if err != nil {
 		return cv, http.StatusBadGateway, "the claim's history cannot be read", err
 	}
-	cv.Claim, cv.Turns = fromStory(read)
-	cv.Documents = cv.Claim.Documents
+	fromStory(read, &cv)
+	for i, d := range cv.Claim.Documents {
+		cv.Documents = append(cv.Documents, docView{N: i, Name: d.Name, Size: d.Size, SHA256: d.SHA256,
+			Kind: viewKinds[strings.ToLower(path.Ext(d.Name))]})
+	}
+	if cv.CanDecide {
+		cv.Colleagues = colleagues(v, st, cv.Claim.Claimant)
+	}
 	return cv, 0, "", nil
+}
+
+// colleagues are the approvers other than v who could decide the request
+// now and are not the claimant: the only ones a hand-on may name.
+func colleagues(v viewer, st workflows.Status, claimant claim.Claimant) []authority.Approver {
+	var out []authority.Approver
+	for _, a := range v.book.Approvers {
+		if a.ID == v.ID || a.Is(claimant.Email) || a.Is(claimant.StripeAccount) {
+			continue
+		}
+		if ok, _ := mayDecide(a, st); ok {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // mayView: whoever could decide the request (their role fits its stage,
@@ -222,42 +275,47 @@ func mayView(ap authority.Approver, st workflows.Status) bool {
 	return false
 }
 
-// fromStory reads the claim as intake last loaded it (its documents by
-// reference) and the triage turns with their tool calls.
-func fromStory(st *story.Story) (claim.Claim, []turnView) {
-	var c claim.Claim
-	var turns []turnView
+// fromStory reads, from the claim's history, the claim and its policy as
+// intake (or the last re-read) loaded them, its documents by reference, and
+// the triage turns with their tool calls.
+func fromStory(st *story.Story, cv *claimView) {
 	for _, step := range st.Steps {
 		switch step.Activity {
 		case "LoadClaim":
 			var loaded activities.LoadClaimResult
 			if json.Unmarshal(step.Output, &loaded) == nil && loaded.Claim.ID != "" {
-				c = loaded.Claim
+				cv.Claim = loaded.Claim
+				if loaded.Policy != nil {
+					cv.Policy = loaded.Policy
+				}
 			}
 		case "TriageTurn":
 			var t activities.TurnResult
 			if json.Unmarshal(step.Output, &t) != nil {
 				continue
 			}
-			tv := turnView{N: len(turns) + 1, Answer: t.Triage}
+			tv := turnView{N: len(cv.Turns) + 1, Answer: t.Triage}
 			for _, call := range t.ToolCalls {
 				tv.Asked = append(tv.Asked, call.Name)
 			}
-			turns = append(turns, tv)
+			if t.Triage != nil {
+				cv.Advice = t.Triage
+			}
+			cv.Turns = append(cv.Turns, tv)
 		case "CallTool":
 			var out activities.ToolResult
-			if json.Unmarshal(step.Output, &out) != nil || len(turns) == 0 {
+			if json.Unmarshal(step.Output, &out) != nil || len(cv.Turns) == 0 {
 				continue
 			}
 			result := out.Content
 			if len(result) > 600 {
 				result = result[:600] + "…"
 			}
-			last := &turns[len(turns)-1]
+			last := &cv.Turns[len(cv.Turns)-1]
 			last.Tools = append(last.Tools, toolView{Name: out.Name, Result: result})
+			cv.Tools++
 		}
 	}
-	return c, turns
 }
 
 // live is the claim's state as JSON, for the page to follow it after a
@@ -285,8 +343,16 @@ func (s *server) live(w http.ResponseWriter, r *http.Request, v viewer) {
 // decided, not your stage) comes back at once and is shown.
 func (s *server) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 	id := r.PathValue("id")
+	path := "/claims/" + url.PathEscape(id)
 	back := func(kind, msg string) {
-		http.Redirect(w, r, "/claims/"+url.PathEscape(id)+"?"+url.Values{kind: {msg}}.Encode(), http.StatusSeeOther)
+		f := flash{Path: path, Notice: msg}
+		if kind == "problem" {
+			f = flash{Path: path, Problem: msg}
+		}
+		if err := s.cookies.setFlash(w, f); err != nil {
+			s.log.Error("flash", "error", err)
+		}
+		http.Redirect(w, r, path, http.StatusSeeOther)
 	}
 	rec := approvals.Receipt{Subject: v.ID, ClaimID: id, RequestSHA256: r.PostFormValue("request_sha256"),
 		Reason: strings.TrimSpace(r.PostFormValue("reason")), Note: strings.TrimSpace(r.PostFormValue("note"))}
@@ -357,33 +423,65 @@ func refusal(err error) string {
 }
 
 // document streams one of the claim's documents from the blob store, to
-// an approver who may see the claim; never inline (a claimant's upload is
-// not a page of ours).
+// an approver who may see the claim, as a download.
 func (s *server) document(w http.ResponseWriter, r *http.Request, v viewer) {
-	cv, status, msg, err := s.load(r.Context(), r.PathValue("id"), v)
-	if err != nil || status != 0 {
-		s.fail(w, r, max(status, http.StatusBadGateway), msg, err)
-		return
-	}
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n < 0 || n >= len(cv.Documents) || cv.Documents[n].URI == "" {
-		s.fail(w, r, http.StatusNotFound, "no such document", nil)
-		return
-	}
-	d := cv.Documents[n]
-	if err := s.blobs.CheckDocument(cv.ID, d.URI); err != nil {
-		s.fail(w, r, http.StatusForbidden, "not one of this claim's documents", err)
-		return
-	}
-	b, err := s.blobs.Get(r.Context(), blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, blobs.DefaultMaxSize)
-	if err != nil {
-		s.fail(w, r, http.StatusBadGateway, "the document cannot be read", err)
+	d, b, ok := s.readDocument(w, r, v)
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", http.DetectContentType(b))
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", safeName(d.Name)))
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	_, _ = w.Write(b)
+}
+
+// viewDocument serves an image or a PDF for the claim page to show: only
+// when its bytes are what its name says (the type is sniffed, never taken
+// from the claimant), under a sandbox CSP (no script, no origin of ours), and
+// framed only by the inbox itself. Anything else is a download only.
+func (s *server) viewDocument(w http.ResponseWriter, r *http.Request, v viewer) {
+	d, b, ok := s.readDocument(w, r, v)
+	if !ok {
+		return
+	}
+	ct := http.DetectContentType(b)
+	if d.Kind == "" || sniffed[ct] != d.Kind {
+		s.fail(w, r, http.StatusUnsupportedMediaType, "this document is not an image or a PDF: download it instead", nil)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Content-Disposition", fmt.Sprintf("inline; filename=%q", safeName(d.Name)))
+	h.Set("Content-Security-Policy", "default-src 'none'; sandbox; frame-ancestors 'self'")
+	h.Set("X-Frame-Options", "SAMEORIGIN")
+	h.Set("Cache-Control", "private, no-store")
+	_, _ = w.Write(b)
+}
+
+// readDocument reads document n of the claim for v, or answers the request
+// with why not.
+func (s *server) readDocument(w http.ResponseWriter, r *http.Request, v viewer) (docView, []byte, bool) {
+	cv, status, msg, err := s.load(r.Context(), r.PathValue("id"), v)
+	if err != nil || status != 0 {
+		s.fail(w, r, max(status, http.StatusBadGateway), msg, err)
+		return docView{}, nil, false
+	}
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 0 || n >= len(cv.Claim.Documents) || cv.Claim.Documents[n].URI == "" {
+		s.fail(w, r, http.StatusNotFound, "no such document", nil)
+		return docView{}, nil, false
+	}
+	d := cv.Claim.Documents[n]
+	if err := s.blobs.CheckDocument(cv.ID, d.URI); err != nil {
+		s.fail(w, r, http.StatusForbidden, "not one of this claim's documents", err)
+		return docView{}, nil, false
+	}
+	b, err := s.blobs.Get(r.Context(), blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, blobs.DefaultMaxSize)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, "the document cannot be read", err)
+		return docView{}, nil, false
+	}
+	return cv.Documents[n], b, true
 }
 
 func safeName(n string) string {

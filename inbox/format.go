@@ -50,6 +50,20 @@ func (f format) Money(minor int64, cur string) string {
 	return f.printer.Sprint(currency.ISO(unit.Amount(float64(minor) / math.Pow10(exp))))
 }
 
+// Plain is an amount as a form takes it back: "1840.00".
+func (f format) Plain(minor int64, cur string) string { return claim.FormatAmount(minor, cur) }
+
+// Bytes is a document's size, in the approver's locale: "32 bytes", "1.2 MB".
+func (f format) Bytes(n int64) string {
+	switch {
+	case n < 1000:
+		return f.printer.Sprintf("%d bytes", n)
+	case n < 1000*1000:
+		return f.printer.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return f.printer.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
 // Time is t in the approver's time zone.
 func (f format) Time(t time.Time) string {
 	if t.IsZero() {

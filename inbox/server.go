@@ -42,9 +42,11 @@ type server struct {
 }
 
 // contentSecurityPolicy allows the inbox's own stylesheet and script and
-// nothing else: no inline script or style, no frames, forms post only here.
+// nothing else: no inline script or style, forms post only here, and the
+// only frames are the inbox's own (a claim's PDF, itself sandboxed); no
+// page of the inbox may be framed.
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
-	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	"frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 func (s *server) routes() {
 	static, _ := fs.Sub(staticFiles, "static")
@@ -60,6 +62,7 @@ func (s *server) routes() {
 	s.mux.HandleFunc("GET /claims/{id}/live", s.signedIn(s.live))
 	s.mux.HandleFunc("POST /claims/{id}/decide", s.signedIn(s.decide))
 	s.mux.HandleFunc("GET /claims/{id}/documents/{n}", s.signedIn(s.document))
+	s.mux.HandleFunc("GET /claims/{id}/documents/{n}/view", s.signedIn(s.viewDocument))
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -83,18 +86,6 @@ type viewer struct {
 	session session
 	book    authority.Book
 	format  format
-}
-
-// Colleagues are the other approvers a request may be handed to (the
-// workflow checks each could decide it).
-func (v viewer) Colleagues() []authority.Approver {
-	var out []authority.Approver
-	for _, a := range v.book.Approvers {
-		if a.ID != v.ID {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // DevSession says the viewer signed in without an identity provider.

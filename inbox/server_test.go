@@ -18,6 +18,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -297,4 +298,59 @@ func TestOnlyWhoCouldDecideOrTookPartSeesAClaim(t *testing.T) {
 	big.Approval.Handoffs = []approvals.HandedOn{{From: "supervisor-3", To: "adjuster-17"}}
 	assert.True(t, mayView(who("adjuster-17"), big), "was handed it")
 	assert.False(t, mayView(who("adjuster-17"), workflows.Status{}), "nothing waits")
+}
+
+// A form's outcome reaches only the page it redirects to, once; a link
+// cannot put words into a page's notice or alert.
+func TestAnOutcomeIsShownOnceOnItsOwnPage(t *testing.T) {
+	ck, err := newCookies([]byte(strings.Repeat("k", 32)), false)
+	require.NoError(t, err)
+	set := httptest.NewRecorder()
+	require.NoError(t, ck.setFlash(set, flash{Path: "/claims/claim-1", Notice: "Approved: receipt 1234abcd accepted by the claim"}))
+	carrying := func() *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/claims/claim-1", nil)
+		for _, c := range set.Result().Cookies() {
+			r.AddCookie(c)
+		}
+		return r
+	}
+
+	w := httptest.NewRecorder()
+	assert.Zero(t, ck.takeFlash(w, carrying(), "/claims/claim-2"), "another claim's page shows nothing")
+	w = httptest.NewRecorder()
+	got := ck.takeFlash(w, carrying(), "/claims/claim-1")
+	assert.Equal(t, "Approved: receipt 1234abcd accepted by the claim", got.Notice)
+	cleared := w.Result().Cookies()
+	require.Len(t, cleared, 1)
+	assert.Negative(t, cleared[0].MaxAge, "shown once: the cookie is cleared")
+
+	forged := httptest.NewRequest(http.MethodGet, "/claims/claim-1?notice=Approved&problem=call+555-0100", nil)
+	forged.AddCookie(&http.Cookie{Name: set.Result().Cookies()[0].Name, Value: "eyJwYXRoIjoiL2NsYWltcy9jbGFpbS0xIn0"})
+	assert.Zero(t, ck.takeFlash(httptest.NewRecorder(), forged, "/claims/claim-1"), "an unsigned cookie, and the URL, say nothing")
+
+	long := httptest.NewRecorder()
+	require.NoError(t, ck.setFlash(long, flash{Path: "/claims/claim-1", Problem: strings.Repeat("é", 5000)}))
+	for _, c := range long.Result().Cookies() {
+		assert.Less(t, len(c.String()), 4096, "a long refusal still fits a cookie")
+	}
+}
+
+// A request is handed on only to someone who could decide it and is not
+// the claimant: adjuster-9's limit is 1,500.00, the claim is 1,840.00.
+func TestARequestIsHandedOnlyToWhoCouldDecideIt(t *testing.T) {
+	book := sampleBook(t)
+	me, _ := book.Approvers.Find("adjuster-17")
+	v := viewer{Approver: me, book: book}
+	st := workflows.Status{State: workflows.StatusWaiting, Approval: &approvals.Approval{
+		Request: approvals.Request{ClaimID: "claim-1", AmountMinor: 184000, Currency: "usd"}, Stage: approvals.StageWaiting}}
+	ids := func(as []authority.Approver) (out []string) {
+		for _, a := range as {
+			out = append(out, a.ID)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"supervisor-3"}, ids(colleagues(v, st, claim.Claimant{Email: "ada@example.com"})))
+	assert.Empty(t, colleagues(v, st, claim.Claimant{Email: "Supervisor3@insurer.example"}), "never to the claimant")
+	st.Approval.Request.AmountMinor = 120000
+	assert.Equal(t, []string{"adjuster-9", "supervisor-3"}, ids(colleagues(v, st, claim.Claimant{})))
 }

@@ -123,3 +123,45 @@ func randomToken() string {
 	}
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
+
+// A flash is the outcome of a form, shown once on the page the form
+// redirects to: "Approved: receipt … accepted", or the claim's refusal.
+// It lives in a signed cookie the inbox sets, bound to that page's path,
+// never in the URL: a link cannot put words of its choosing into the
+// page's notice or alert.
+type flash struct {
+	Path    string `json:"path"`
+	Notice  string `json:"notice,omitempty"`
+	Problem string `json:"problem,omitempty"`
+	Expiry  int64  `json:"exp"`
+}
+
+// flashTTL is how long an outcome waits for its page: the redirect follows
+// at once.
+const flashTTL = 2 * time.Minute
+
+// maxFlash bounds a message: a cookie holds about 4 KB.
+const maxFlash = 1000
+
+func (c *cookies) setFlash(w http.ResponseWriter, f flash) error {
+	for _, m := range []*string{&f.Notice, &f.Problem} {
+		if r := []rune(*m); len(r) > maxFlash {
+			*m = string(r[:maxFlash]) + "…"
+		}
+	}
+	f.Expiry = c.now().Add(flashTTL).Unix()
+	return c.set(w, "inbox_flash", f, flashTTL)
+}
+
+// takeFlash returns the outcome waiting for path, and clears it.
+func (c *cookies) takeFlash(w http.ResponseWriter, r *http.Request, path string) flash {
+	var f flash
+	if err := c.get(r, "inbox_flash", &f, func() int64 { return f.Expiry }); err != nil {
+		return flash{}
+	}
+	c.clear(w, "inbox_flash")
+	if f.Path != path {
+		return flash{}
+	}
+	return f
+}

@@ -18,6 +18,11 @@
         var p = live.querySelector("p");
         p.textContent = text;
         p.setAttribute("data-state", s.state);
+        if (s.state !== "waiting" && s.state !== "escalated") {
+          // Decided: the request's deadlines and forms no longer apply.
+          var stale = document.querySelectorAll(".while-waiting");
+          for (var i = 0; i < stale.length; i++) { stale[i].hidden = true; }
+        }
         if (!done[s.state]) { setTimeout(poll, 1500); }
       })
       .catch(function () { setTimeout(poll, 3000); });
