@@ -186,7 +186,7 @@ func TestInboxInABrowser(t *testing.T) {
 	page := b.text(adjuster, "main")
 	for _, want := range []string{"A burst pipe flooded the kitchen overnight", "In the claimant's own words", "pol-1001", "deductible",
 		"photo.png", "The model's advice", "Advice, not authority", "2 turns, 3 tool calls", "History", "a decision was requested",
-		"The request you sign", "Ada Lovelace", "acct_1Ada", "covered", "payout 1840.00 is above the auto-approve limit", "Request SHA-256"} {
+		"The request you sign", "Ada Lovelace", "acct_1Ada", "covered", "payout USD 1,840.00 is above the auto-approve limit USD 1,000.00", "Request SHA-256"} {
 		assert.Contains(t, page, want)
 	}
 	shown, err := chromedp.Run(adjuster, chromedp.Evaluate[int](`new Promise(done => {
@@ -221,6 +221,9 @@ func TestInboxInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice"))))
 	assert.Contains(t, b.text(adjuster, ".notice"), "Approved")
 	b.follow(adjuster, "paid")
+	hidden, err := chromedp.Run(adjuster, chromedp.Evaluate[bool](`[...document.querySelectorAll(".while-waiting")].every(e => e.offsetParent === null)`))
+	require.NoError(t, err)
+	assert.True(t, hidden, "once paid, the page shows no stage, deadlines or forms of a request still waiting")
 	r := b.result(ids["approve"])
 	assert.Equal(t, workflows.StatusPaid, r.Status)
 	assert.Equal(t, "inbox", r.Approval.Decision.VouchedBy, "the inbox's service key vouched for the signed-in approver")

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"time"
 	_ "time/tzdata" // approvers' time zones resolve on any host
@@ -52,6 +53,29 @@ func (f format) Money(minor int64, cur string) string {
 
 // Plain is an amount as a form takes it back: "1840.00".
 func (f format) Plain(minor int64, cur string) string { return claim.FormatAmount(minor, cur) }
+
+// plainAmount is an amount as the workflow writes it into a request's
+// reasons and the assessment's rationale ("1840.00", "1840.00 USD").
+var plainAmount = regexp.MustCompile(`\b\d+\.\d{2,3}\b(?: [A-Za-z]{3}\b)?`)
+
+// Text is a reason or a rationale with its amounts in the request's
+// currency written as Money writes them, so the page has one format for
+// money: "payout USD 1,840.00 is above the auto-approve limit USD 1,000.00".
+// The signed request keeps the workflow's own words; only the page changes.
+// A number that is not an amount in that currency stays as it was.
+func (f format) Text(s, cur string) string {
+	return plainAmount.ReplaceAllStringFunc(s, func(m string) string {
+		n, code, _ := strings.Cut(m, " ")
+		if code != "" && !strings.EqualFold(code, cur) {
+			return m
+		}
+		minor, err := claim.ParseAmount(n, cur)
+		if err != nil || claim.FormatAmount(minor, cur) != n {
+			return m
+		}
+		return f.Money(minor, cur)
+	})
+}
 
 // Bytes is a document's size, in the approver's locale: "32 bytes", "1.2 MB".
 func (f format) Bytes(n int64) string {

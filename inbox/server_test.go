@@ -354,3 +354,18 @@ func TestARequestIsHandedOnlyToWhoCouldDecideIt(t *testing.T) {
 	st.Approval.Request.AmountMinor = 120000
 	assert.Equal(t, []string{"adjuster-9", "supervisor-3"}, ids(colleagues(v, st, claim.Claimant{})))
 }
+
+// The page has one format for money: the workflow's reasons and the
+// model's rationale are shown with their amounts as Money writes them, in
+// the approver's locale; other numbers, and other currencies, stay.
+func TestReasonsShowAmountsInTheApproversFormat(t *testing.T) {
+	en := newFormat(authority.Approver{}, "en-GB")
+	assert.Equal(t, "payout USD 1,840.00 is above the auto-approve limit USD 1,000.00",
+		en.Text("payout 1840.00 is above the auto-approve limit 1000.00", "usd"))
+	assert.Equal(t, "0 fraud signal(s); 3 prior claim(s); recommend USD 1,840.00",
+		en.Text("0 fraud signal(s); 3 prior claim(s); recommend 1840.00 USD", "usd"))
+	assert.Equal(t, "a quote of 1840.00 EUR, score 0.5", en.Text("a quote of 1840.00 EUR, score 0.5", "usd"), "not an amount in the claim's currency")
+	de := newFormat(authority.Approver{Locale: "de-DE"}, "")
+	assert.Equal(t, "payout EUR 1.840,00", de.Text("payout 1840.00", "eur"))
+	assert.Equal(t, "ten 10.000", de.Text("ten 10.000", "jpy"), "JPY has no minor unit: not an amount")
+}
