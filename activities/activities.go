@@ -51,6 +51,8 @@ type Activities struct {
 	InboxURL string
 	// Runs tells this worker's own runs from anyone else's (authority.go).
 	Runs Runs
+	// ClaimFiles writes each closed claim's dossier (claimfile.go).
+	ClaimFiles ClaimFiles
 
 	// callerFn, when set, replaces the activity's info as the caller
 	// (tests: the test activity environment names no claim's run).

@@ -224,11 +224,22 @@ type AuditInput struct {
 	Record  json.RawMessage      `json:"record"`
 }
 
-// AuditResult identifies what was stored.
+// AuditResult identifies what was stored: the audit record, and the
+// claim file with its place in the claim-file log.
 type AuditResult struct {
 	SHA256   string `json:"sha256"`
 	Replayed bool   `json:"replayed"`
+	// ClaimFile is the dossier's URI, digest and log index (empty on a
+	// worker that writes none).
+	ClaimFile *ClaimFileRef `json:"claim_file,omitempty"`
 	Meta
+}
+
+// ClaimFileRef names a stored claim file.
+type ClaimFileRef struct {
+	URI      string `json:"uri"`
+	SHA256   string `json:"sha256"`
+	LogIndex uint64 `json:"log_index"`
 }
 
 // WriteAudit is step 9: store the audit record under its key, once.
@@ -239,7 +250,8 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	if !json.Valid(in.Record) {
 		return AuditResult{}, invalid("audit record for %s is not JSON", in.ClaimID)
 	}
-	if _, _, err := a.forClaim(ctx, in.ClaimID); err != nil {
+	_, c, err := a.forClaim(ctx, in.ClaimID)
+	if err != nil {
 		return AuditResult{}, err
 	}
 	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
@@ -252,7 +264,15 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	if err != nil {
 		return AuditResult{}, err
 	}
-	return AuditResult{SHA256: sum, Replayed: replayed, Meta: meta(ctx)}, nil
+	res := AuditResult{SHA256: sum, Replayed: replayed, Meta: meta(ctx)}
+	if a.ClaimFiles.History != nil && a.Blobs != nil {
+		f, err := a.writeClaimFile(ctx, c, in, sum)
+		if err != nil {
+			return AuditResult{}, err
+		}
+		res.ClaimFile = &ClaimFileRef{URI: f.URI, SHA256: f.SHA256, LogIndex: f.LogIndex}
+	}
+	return res, nil
 }
 
 func ledgerConflict(ctx context.Context, key claim.IdempotencyKey, err error) error {

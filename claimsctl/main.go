@@ -10,6 +10,7 @@
 //	claimsctl reconcile [--since 24h|RFC3339] [--json]   exit 3 when anything does not match
 //	claimsctl schedule [--every 1h]   the reconciliation schedule
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
+//	claimsctl checkpoint | verify CLAIM… | verify --all | verify --bundle DIR | export CLAIM --out DIR   claim files
 //	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
 package main
 
@@ -47,6 +48,11 @@ const usage = `usage:
   claimsctl schedule [--every 1h]   create or update the claims-reconcile schedule (0 deletes it)
   claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]
                                 an Ed25519 signing key; its public half goes in the approver directory
+  claimsctl keygen --ledger NAME --out FILE   the ledger key that signs the claim-file log's checkpoints (FILE.pub: its public key)
+  claimsctl checkpoint   sign and publish the claim-file log's checkpoint now (LEDGER_KEY)
+  claimsctl verify CLAIM... | --all [--json]   claim files against the store, the log and its checkpoints; exit 3 if any does not verify
+  claimsctl verify --bundle DIR [--ledger-pub FILE]   an exported claim file, offline: nothing but the bundle and the key
+  claimsctl export CLAIM --out DIR   the bundle an auditor receives: claim file, proof, checkpoint, ledger key, documents
   claimsctl revoke-key --directory approvers.json KID   remove a key: what it signed no longer pays
   claimsctl temporal-auth --dir DIR [--namespace default] [--life 2160h]
                                 a signing key for a Temporal server of your own, its JWKS (DIR/jwks.json),
@@ -63,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	// Commands that need no further argument; the rest need a claim or a subcommand.
-	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true}
+	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true, "checkpoint": true}
 	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key" || args[0] == "temporal-auth") {
 		f := keygen
 		switch args[0] {
@@ -111,6 +117,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = receipt(ctx, args[1:], stdout, stderr)
 	case "list":
 		err = list(ctx, args[1:], stdout)
+	case "checkpoint":
+		err = checkpoint(ctx, stdout)
+	case "export":
+		err = export(ctx, args[1:], stdout)
+	case "verify":
+		var code int
+		if code, err = verify(ctx, args[1:], stdout); err == nil && code != 0 {
+			return code
+		}
 	case "stuck":
 		var code int
 		if code, err = stuck(ctx, args[1:], stdout); err == nil && code != 0 {

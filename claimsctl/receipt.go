@@ -27,8 +27,15 @@ func keygen(args []string, out io.Writer) error {
 	service := fs.String("service", "", "or: a service whose key vouches for any approver (the adjuster inbox)")
 	path := fs.String("out", "", "where to write the private key (created 0600; never overwritten)")
 	directory := fs.String("directory", "", "add the public key to this approver directory file (created from the sample if missing)")
+	ledger := fs.String("ledger", "", "or: the name of a ledger key, which signs the claim-file log's checkpoints")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *ledger != "" {
+		if *approver != "" || *service != "" || *directory != "" || *path == "" || fs.NArg() != 0 {
+			return errors.New("usage: claimsctl keygen --ledger NAME --out FILE")
+		}
+		return ledgerKeygen(*ledger, *path, out)
 	}
 	if (*approver == "") == (*service == "") || *path == "" || fs.NArg() != 0 {
 		return errors.New("usage: claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]")

@@ -3,15 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
 	claimstory "github.com/durableclaims/durableclaims/internal/story"
@@ -46,6 +50,14 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 	}
 	for _, id := range fs.Args() {
 		read, err := claimstory.Read(ctx, c, dc, id)
+		var notFound *serviceerror.NotFound
+		if errors.As(err, &notFound) {
+			// Temporal forgot the run (retention): the claim file tells it.
+			if err := showFromFile(ctx, id, *asJSON, out); err != nil {
+				return fmt.Errorf("%s: the run's history is gone and %w", id, err)
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -291,4 +303,47 @@ func decided(v approvals.Verdict) string {
 		return "handed on"
 	}
 	return string(v)
+}
+
+// showFromFile tells a claim's story from its claim file, for a run the
+// Temporal server no longer holds, and says so.
+func showFromFile(ctx context.Context, id string, asJSON bool, out io.Writer) error {
+	r, err := openRecords(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	row, body, err := r.read(ctx, id)
+	if err != nil {
+		return fmt.Errorf("no claim file can be read: %w", err)
+	}
+	var f claimfile.File
+	if err := json.Unmarshal(body, &f); err != nil {
+		return fmt.Errorf("its claim file is not readable: %w", err)
+	}
+	if asJSON {
+		return json.NewEncoder(out).Encode(map[string]any{"source": "claim file", "claim_file": row, "file": f})
+	}
+	fmt.Fprintf(out, "%s: %s (read from its claim file %s, log index %d, written %s: the run's history is gone from Temporal)\n",
+		id, f.Outcome, short(row.SHA256), row.LogIndex, f.WrittenAt.Format(time.RFC3339))
+	fmt.Fprintf(out, "  basis: %s\n", f.Basis)
+	for _, st := range f.Steps {
+		kind := "activity"
+		if st.Local {
+			kind = "local"
+		}
+		line := fmt.Sprintf("  %-8s %-17s %s", kind, st.Activity, st.Outcome)
+		if st.Attempt > 1 {
+			line += fmt.Sprintf(" (attempt %d)", st.Attempt)
+		}
+		if st.Failure != "" {
+			line += ": " + st.Failure
+		}
+		fmt.Fprintln(out, line)
+	}
+	for _, m := range f.Messages {
+		fmt.Fprintf(out, "  %s %s at %s from %s: %s\n", m.Kind, m.Name, m.At.Format(time.RFC3339), m.From, dash(m.Outcome))
+	}
+	fmt.Fprintf(out, "  %d history events, %d documents, kept until %s\n", len(f.Timeline), len(f.Documents), f.RetainUntil.Format("2006-01-02"))
+	return nil
 }

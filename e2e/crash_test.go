@@ -66,7 +66,10 @@ func (w *world) makeKeys(dir string) {
 			"--out", filepath.Join(w.keys, id+".key"), "--directory", directory)
 		require.NoError(w.t, err, out)
 	}
-	w.env = append(w.env, "APPROVERS_FILE="+directory)
+	ledger := filepath.Join(w.keys, "ledger.key")
+	out, err := testenv.Run(w.t, nil, filepath.Join(w.bin, "claimsctl"), "keygen", "--ledger", "e2e-ledger", "--out", ledger)
+	require.NoError(w.t, err, out)
+	w.env = append(w.env, "APPROVERS_FILE="+directory, "LEDGER_KEY="+ledger)
 }
 
 // receipt is a signed decision from approver's key file, made by the real

@@ -112,6 +112,13 @@ func TestCrashMatrix(t *testing.T) {
 			assert.Equal(t, "paid", rec.Status)
 			assert.Equal(t, string(claim.StepKey(id, claim.StepClose)), rec.ClosedKey)
 			assert.Equal(t, int64(2), rec.Version, "registered once, closed once")
+			files, _ := filepath.Glob(filepath.Join(dir, "blobs", "claim-files", id, "*.json"))
+			assert.Len(t, files, 1, "exactly one claim file")
+			out, err := w.ctl("checkpoint")
+			require.NoError(t, err, out)
+			out, err = w.ctl("verify", id)
+			assert.NoError(t, err, out)
+			assert.Contains(t, out, "verifies")
 
 			// A model step is called again only if it was the one interrupted
 			// after its call. Triage is two turns of the agent loop; the kill

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -27,6 +28,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -107,6 +109,16 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	// which those are (activities/authority.go).
 	acts.Runs = activities.Runs{TaskQueue: queue, ClaimWorkflow: workflows.WorkflowType, ReconcileWorkflow: workflows.ReconcileWorkflowType,
 		Describe: describer(c)}
+	// Step 9 writes each closed claim's file from the run's history
+	// (docs/records.md); the ledger key signs the log's checkpoints.
+	if acts.ClaimFiles, err = claimFiles(c); err != nil {
+		return err
+	}
+	stopCheckpoints, err := publishCheckpoints(acts, logger)
+	if err != nil {
+		return err
+	}
+	defer stopCheckpoints()
 	interceptors := []interceptor.WorkerInterceptor{heartbeat.New(), recorder, prometheus.Interceptor()}
 	if crashes != nil {
 		// Last, so innermost: it fires right around the activity itself.
@@ -161,6 +173,78 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	}
 	logger.Info("worker drained and stopped")
 	return nil
+}
+
+// claimFiles reads a run's history for its claim file, decoding payloads
+// as the worker's client does; CLAIM_FILE_RETENTION (default ten years) is
+// how long each file is kept.
+func claimFiles(c client.Client) (activities.ClaimFiles, error) {
+	dc, err := config.DataConverter()
+	if err != nil {
+		return activities.ClaimFiles{}, err
+	}
+	retention, err := config.Duration("CLAIM_FILE_RETENTION", activities.DefaultClaimFileRetention)
+	if err != nil {
+		return activities.ClaimFiles{}, err
+	}
+	return activities.ClaimFiles{DataConverter: dc, Retention: retention,
+		History: func(ctx context.Context, id, runID string) ([]*historypb.HistoryEvent, error) {
+			var events []*historypb.HistoryEvent
+			it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+			for it.HasNext() {
+				e, err := it.Next()
+				if err != nil {
+					return nil, err
+				}
+				events = append(events, e)
+			}
+			return events, nil
+		}}, nil
+}
+
+// publishCheckpoints signs and publishes the claim-file log's checkpoint
+// every CHECKPOINT_EVERY (default 1m) when LEDGER_KEY names the ledger key;
+// without one, claim files are written and logged but no checkpoint is
+// signed until claimsctl checkpoint runs where the key is.
+func publishCheckpoints(acts *activities.Activities, logger *slog.Logger) (func(), error) {
+	path := config.Get("LEDGER_KEY", "")
+	if path == "" {
+		logger.Warn("no LEDGER_KEY: claim files are written, but this worker signs no checkpoint of their log; " +
+			"make a key with claimsctl keygen --ledger --out FILE and set LEDGER_KEY=FILE")
+		return func() {}, nil
+	}
+	key, err := claimfile.ReadLedgerKey(path)
+	if err != nil {
+		return nil, err
+	}
+	every, err := config.Duration("CHECKPOINT_EVERY", time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	ns := config.Get("TEMPORAL_NAMESPACE", "default")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			cp, published, err := claimfile.Publish(ctx, acts.Store, acts.Blobs, key, ns, time.Now().Add(acts.ClaimFiles.Retention))
+			switch {
+			case err != nil && ctx.Err() == nil:
+				logger.Error("claim-file checkpoint not published", "error", err)
+			case published:
+				logger.Info("claim-file checkpoint published", "size", cp.Size, "key", claimfile.CheckpointKey(cp.Size))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	logger.Info("claim-file checkpoints", "every", every, "origin", claimfile.Origin(ns))
+	return func() { cancel(); <-done }, nil
 }
 
 // describer asks the Temporal server what a run is: a client names a

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file://, the default
@@ -220,3 +221,59 @@ func (s *Store) Get(ctx context.Context, ref Ref, max int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// ErrExists refuses to write over an object: records are written once.
+var ErrExists = errors.New("already exists")
+
+// PutRecord writes a record (a claim file, a checkpoint) that is never
+// rewritten: only if no object has its key, and on S3 under Object Lock
+// until retainUntil where the bucket has locking on (see records.md). A
+// key already taken is ErrExists.
+func (s *Store) PutRecord(ctx context.Context, key string, data []byte, retainUntil time.Time) (Ref, error) {
+	opts := &blob.WriterOptions{IfNotExist: true, ContentType: "application/json", BeforeWrite: s.retention(retainUntil)}
+	err := s.bucket.WriteAll(ctx, key, data, opts)
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return Ref{}, fmt.Errorf("%s: %w", key, ErrExists)
+	}
+	if err != nil {
+		return Ref{}, err
+	}
+	sum := sha256.Sum256(data)
+	return Ref{URI: s.base + "/" + key, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}, nil
+}
+
+// ReadKey reads the object at key, up to max bytes.
+func (s *Store) ReadKey(ctx context.Context, key string, max int64) ([]byte, error) {
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil, fmt.Errorf("%s: %w", key, os.ErrNotExist)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err == nil && int64(len(b)) > max {
+		err = fmt.Errorf("%s is over %d bytes: %w", key, max, ErrTooLarge)
+	}
+	return b, err
+}
+
+// List returns the keys under prefix, in order.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if err == io.EOF {
+			return keys, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, o.Key)
+	}
+}
+
+// URI is the URI of the object at key.
+func (s *Store) URI(key string) string { return s.base + "/" + key }

@@ -602,3 +602,48 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// The claim-file log: one file per claim ever, leaves numbered 0, 1, 2, …
+// without a gap or a repeat, however many workers append at once.
+func TestClaimFilesAppendOncePerClaimInOrder(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		retain := time.Date(2036, 12, 1, 0, 0, 0, 0, time.UTC)
+		file := func(id, sha string) ClaimFile {
+			return ClaimFile{ClaimID: id, RunID: "run-" + id, Key: claim.StepKey(id, claim.StepAudit).Sub("claim-file"), URI: "file:///f/" + sha,
+				SHA256: sha, Size: 10, LeafHash: sha, Outcome: "paid", RetainUntil: retain}
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for i := range 20 {
+			for range 2 { // each claim appended twice at once: one file
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, _, err := s.AppendClaimFile(ctx, file(fmt.Sprintf("claim-%02d", i), fmt.Sprintf("%064d", i)))
+					errs <- err
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		files, err := s.ClaimFiles(ctx)
+		require.NoError(t, err)
+		require.Len(t, files, 20)
+		for i, f := range files {
+			assert.Equal(t, uint64(i), f.LogIndex)
+		}
+		held, existed, err := s.AppendClaimFile(ctx, file("claim-03", "another"))
+		require.NoError(t, err)
+		assert.True(t, existed, "a claim's file is written once")
+		assert.Equal(t, fmt.Sprintf("%064d", 3), held.SHA256)
+		got, err := s.ClaimFile(ctx, "claim-03")
+		require.NoError(t, err)
+		assert.Equal(t, retain, got.RetainUntil)
+		_, err = s.ClaimFile(ctx, "claim-99")
+		assert.ErrorIs(t, err, ErrNotFound)
+	})
+}

@@ -24,6 +24,8 @@ func layer(pkg string) (int, string) {
 	switch {
 	case p == "internal/story":
 		return 5, "internal/story (reads what workflows recorded)"
+	case p == "internal/claimfile":
+		return 3, "internal/claimfile (the claim file: verifies approvals' receipts; activities write it)"
 	case strings.HasPrefix(p, "internal/"), p == "deploy/httpcheck":
 		return 0, "the domain (internal/)"
 	case p == "model":

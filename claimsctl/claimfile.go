@@ -1,0 +1,451 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claimfile"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/store"
+)
+
+// The claim file's commands (docs/records.md): keygen --ledger, checkpoint,
+// verify, export. show falls back to the claim file when the history is gone.
+
+func ledgerKeygen(name, path string, out io.Writer) error {
+	private, public, err := claimfile.GenerateLedgerKey(name)
+	if err != nil {
+		return err
+	}
+	if err := writeNew(path, []byte(private+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := writeNew(path+".pub", []byte(public+"\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "ledger key %s: %s (LEDGER_KEY for the workers; it signs the claim-file log's checkpoints)\n", name, path)
+	fmt.Fprintf(out, "public key: %s.pub (publish it; auditors verify with it): %s\n", path, public)
+	return nil
+}
+
+func writeNew(path string, b []byte, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ledgerPublicKey is the ledger's public key: LEDGER_PUBLIC_KEY, else the
+// .pub beside LEDGER_KEY.
+func ledgerPublicKey(flagPath string) (string, error) {
+	path := flagPath
+	if path == "" {
+		path = config.Get("LEDGER_PUBLIC_KEY", "")
+	}
+	if path == "" && config.Get("LEDGER_KEY", "") != "" {
+		path = config.Get("LEDGER_KEY", "") + ".pub"
+	}
+	if path == "" {
+		return "", errors.New("no ledger public key: set LEDGER_PUBLIC_KEY (or --ledger-pub FILE)")
+	}
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
+}
+
+type records struct {
+	st *store.Store
+	bs *blobs.Store
+	ns string
+}
+
+func openRecords(ctx context.Context) (*records, error) {
+	st, err := openStore()
+	if err != nil {
+		return nil, err
+	}
+	bs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &records{st: st, bs: bs, ns: config.Get("TEMPORAL_NAMESPACE", "default")}, nil
+}
+
+func (r *records) Close() { r.st.Close(); r.bs.Close() }
+
+// read returns a claim's file as stored, and its row.
+func (r *records) read(ctx context.Context, id string) (store.ClaimFile, []byte, error) {
+	row, err := r.st.ClaimFile(ctx, id)
+	if err != nil {
+		return row, nil, err
+	}
+	key, ok := r.bs.Key(row.URI)
+	if !ok {
+		return row, nil, fmt.Errorf("claim file of %s: %s is not in the blob store %s", id, row.URI, config.Get("BLOB_URL", "(default)"))
+	}
+	body, err := r.bs.ReadKey(ctx, key, blobs.DefaultMaxSize)
+	return row, body, err
+}
+
+// checkpoint signs and publishes the log's checkpoint now.
+func checkpoint(ctx context.Context, out io.Writer) error {
+	path := config.Get("LEDGER_KEY", "")
+	if path == "" {
+		return errors.New("checkpoint: set LEDGER_KEY to the ledger key (claimsctl keygen --ledger NAME --out FILE)")
+	}
+	key, err := claimfile.ReadLedgerKey(path)
+	if err != nil {
+		return err
+	}
+	r, err := openRecords(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	retention, err := config.Duration("CLAIM_FILE_RETENTION", activities.DefaultClaimFileRetention)
+	if err != nil {
+		return err
+	}
+	cp, published, err := claimfile.Publish(ctx, r.st, r.bs, key, r.ns, time.Now().Add(retention))
+	if err != nil {
+		return err
+	}
+	verb := "published"
+	if !published {
+		verb = "already published"
+	}
+	fmt.Fprintf(out, "checkpoint of %d claim files %s at %s\n%s", cp.Size, verb, claimfile.CheckpointKey(cp.Size), cp.Note)
+	return nil
+}
+
+// export writes the bundle an auditor receives for a claim.
+func export(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	dir := fs.String("out", "", "the directory to write the bundle to (created; must not exist)")
+	if err := parseInterspersed(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" || fs.NArg() != 1 {
+		return errors.New("usage: claimsctl export CLAIM --out DIR")
+	}
+	id := fs.Arg(0)
+	pub, err := ledgerPublicKey("")
+	if err != nil {
+		return err
+	}
+	r, err := openRecords(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	row, body, err := r.read(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, leaves, err := claimfile.Leaves(ctx, r.st)
+	if err != nil {
+		return err
+	}
+	sizes, err := claimfile.Published(ctx, r.bs)
+	if err != nil {
+		return err
+	}
+	if len(sizes) == 0 || sizes[len(sizes)-1] <= row.LogIndex {
+		if err := checkpoint(ctx, io.Discard); err != nil {
+			return fmt.Errorf("no published checkpoint covers %s yet (log index %d), and none could be signed here: %w", id, row.LogIndex, err)
+		}
+		if sizes, err = claimfile.Published(ctx, r.bs); err != nil {
+			return err
+		}
+	}
+	size := sizes[len(sizes)-1]
+	if size > uint64(len(leaves)) {
+		return fmt.Errorf("the latest checkpoint covers %d claim files, the store holds %d: run claimsctl verify --all", size, len(leaves))
+	}
+	note, err := claimfile.ReadCheckpoint(ctx, r.bs, size)
+	if err != nil {
+		return err
+	}
+	hashes, err := claimfile.InclusionProof(leaves, row.LogIndex, size)
+	if err != nil {
+		return err
+	}
+	proof, err := claimfile.Encode(claimfile.NewProof(claimfile.Origin(r.ns), row.LogIndex, size, hashes))
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(*dir, 0o700); err != nil {
+		return err
+	}
+	files := map[string][]byte{"claim-file.json": body, "proof.json": proof, "checkpoint": note, "ledger.pub": []byte(pub + "\n"),
+		"README.txt": []byte(bundleReadme(id))}
+	var f claimfile.File
+	if err := json.Unmarshal(body, &f); err != nil {
+		return fmt.Errorf("claim file of %s: %w", id, err)
+	}
+	for _, d := range f.Documents {
+		doc, err := r.bs.Get(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, blobs.DefaultMaxSize)
+		if err != nil {
+			return fmt.Errorf("document %s: %w", d.Name, err)
+		}
+		files[filepath.Join("documents", safeDocName(d.Name))] = doc
+	}
+	for name, b := range files {
+		if err := writeNew(filepath.Join(*dir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "%s: claim file %s (log index %d of %d) with its proof, checkpoint, ledger key and %d documents in %s\n",
+		id, row.SHA256[:12], row.LogIndex, size, len(f.Documents), *dir)
+	return nil
+}
+
+func safeDocName(n string) string {
+	n = filepath.Base(filepath.Clean("/" + n))
+	if n == "/" || n == "." {
+		return "document"
+	}
+	return n
+}
+
+func bundleReadme(id string) string {
+	return "The claim file of " + id + ", as durableclaims kept it.\n\n" +
+		"  claim-file.json  the dossier, byte for byte as stored (schema durableclaims.claim-file/v1)\n" +
+		"  proof.json       its inclusion proof in the claim-file log (RFC 6962)\n" +
+		"  checkpoint       the log's signed checkpoint the proof is against (a signed note)\n" +
+		"  ledger.pub       the key that signed it: compare it with the one the insurer publishes\n" +
+		"  documents/       the claimant's uploads, each checked against the SHA-256 the file records\n\n" +
+		"Verify with nothing else: claimsctl verify --bundle DIR --ledger-pub THE_INSURERS_KEY.pub\n"
+}
+
+// readBundle reads an exported bundle.
+func readBundle(dir string) (claimfile.Bundle, error) {
+	var b claimfile.Bundle
+	var err error
+	if b.File, err = os.ReadFile(filepath.Join(dir, "claim-file.json")); err != nil {
+		return b, err
+	}
+	proof, err := os.ReadFile(filepath.Join(dir, "proof.json"))
+	if err != nil {
+		return b, err
+	}
+	if err := json.Unmarshal(proof, &b.Proof); err != nil {
+		return b, fmt.Errorf("proof.json: %w", err)
+	}
+	if b.Checkpoint, err = os.ReadFile(filepath.Join(dir, "checkpoint")); err != nil {
+		return b, err
+	}
+	pub, err := os.ReadFile(filepath.Join(dir, "ledger.pub"))
+	if err != nil {
+		return b, err
+	}
+	b.LedgerKey = strings.TrimSpace(string(pub))
+	b.Documents = map[string][]byte{}
+	entries, _ := os.ReadDir(filepath.Join(dir, "documents"))
+	for _, e := range entries {
+		if doc, err := os.ReadFile(filepath.Join(dir, "documents", e.Name())); err == nil {
+			b.Documents[e.Name()] = doc
+		}
+	}
+	return b, nil
+}
+
+// verify checks claim files: offline, a bundle (--bundle DIR) with nothing
+// but what is in it; online, the claims named (or --all) against the
+// store, the blob store and the published checkpoints. Exit 3 when
+// anything does not verify, naming what and where.
+func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	bundle := fs.String("bundle", "", "verify an exported bundle, offline")
+	all := fs.Bool("all", false, "verify every claim file and the whole log")
+	pubPath := fs.String("ledger-pub", "", "the ledger's public key (default LEDGER_PUBLIC_KEY)")
+	asJSON := fs.Bool("json", false, "print the problems as JSON")
+	if err := parseInterspersed(fs, args); err != nil {
+		return 0, err
+	}
+	report := func(what string, ps claimfile.Problems) int {
+		if *asJSON {
+			_ = json.NewEncoder(out).Encode(map[string]any{"verified": what, "problems": ps})
+		} else if len(ps) == 0 {
+			fmt.Fprintf(out, "%s: verifies\n", what)
+		} else {
+			fmt.Fprintf(out, "%s: DOES NOT VERIFY (%d problems)\n", what, len(ps))
+			for _, p := range ps {
+				fmt.Fprintf(out, "  %s\n", p)
+			}
+		}
+		if len(ps) > 0 {
+			return 3
+		}
+		return 0
+	}
+	if *bundle != "" {
+		b, err := readBundle(*bundle)
+		if err != nil {
+			return 0, err
+		}
+		key := ""
+		if *pubPath != "" {
+			if key, err = ledgerPublicKey(*pubPath); err != nil {
+				return 0, err
+			}
+		}
+		f, ps := claimfile.Verify(b, key)
+		if key == "" && len(ps) == 0 {
+			fmt.Fprintln(out, "(checked against the bundle's own ledger.pub: pass --ledger-pub with the key the insurer publishes)")
+		}
+		return report(fmt.Sprintf("%s (%s): %s", f.ClaimID, f.Outcome, f.Basis), ps), nil
+	}
+	if !*all && fs.NArg() == 0 {
+		return 0, errors.New("usage: claimsctl verify CLAIM... | --all | --bundle DIR [--ledger-pub FILE]")
+	}
+	pub, err := ledgerPublicKey(*pubPath)
+	if err != nil {
+		return 0, err
+	}
+	r, err := openRecords(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	var ps claimfile.Problems
+	add := func(where, format string, a ...any) {
+		ps = append(ps, claimfile.Problem{Where: where, What: fmt.Sprintf(format, a...)})
+	}
+	rows, leaves, err := claimfile.Leaves(ctx, r.st)
+	if err != nil {
+		add("store claim_files", "%v", err)
+	}
+	sizes, err := claimfile.Published(ctx, r.bs)
+	if err != nil {
+		return 0, err
+	}
+	if len(sizes) == 0 && len(rows) > 0 {
+		add("checkpoints", "none is published: nothing proves the log (claimsctl checkpoint)")
+	}
+	var latest uint64
+	for _, size := range sizes {
+		note, err := claimfile.ReadCheckpoint(ctx, r.bs, size)
+		if err != nil {
+			add(claimfile.CheckpointKey(size), "%v", err)
+			continue
+		}
+		cp, err := claimfile.OpenCheckpoint(note, claimfile.Origin(r.ns), pub)
+		switch {
+		case err != nil:
+			add(claimfile.CheckpointKey(size), "%v", err)
+		case cp.Size != size:
+			add(claimfile.CheckpointKey(size), "says %d claim files", cp.Size)
+		case leaves != nil && cp.Size > uint64(len(leaves)):
+			add("store claim_files", "holds %d claim files, checkpoint %d signed %d: claim files were removed", len(leaves), size, cp.Size)
+		case leaves != nil:
+			root, err := claimfile.Root(leaves[:cp.Size])
+			if err != nil || !bytes.Equal(root, cp.Hash) {
+				add("store claim_files", "its first %d leaves are not the log checkpoint %d signed: a leaf was changed, removed or reordered", cp.Size, size)
+			}
+			latest = max(latest, cp.Size)
+		}
+	}
+	ids := fs.Args()
+	if *all {
+		ids = nil
+		for _, row := range rows {
+			ids = append(ids, row.ClaimID)
+		}
+	}
+	var notes []string
+	for _, id := range ids {
+		ps = append(ps, r.verifyOne(ctx, id)...)
+		if row, err := r.st.ClaimFile(ctx, id); err == nil && row.LogIndex >= latest {
+			notes = append(notes, fmt.Sprintf("note: %s is claim file %d, after the latest checkpoint (%d files): the next one covers it", id, row.LogIndex, latest))
+		}
+	}
+	if !*asJSON {
+		for _, n := range notes {
+			fmt.Fprintln(out, n)
+		}
+	}
+	what := fmt.Sprintf("%d claim files, log of %d", len(ids), len(leaves))
+	if len(sizes) > 0 {
+		what += fmt.Sprintf(", checkpoints up to %d", sizes[len(sizes)-1])
+	}
+	return report(what, ps), nil
+}
+
+// verifyOne checks one claim's file against its row, its leaf, itself and
+// the system of record.
+func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
+	var ps claimfile.Problems
+	add := func(where, format string, a ...any) {
+		ps = append(ps, claimfile.Problem{Where: id + " " + where, What: fmt.Sprintf(format, a...)})
+	}
+	row, body, err := r.read(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		add("store claim_files", "no claim file is recorded")
+		return ps
+	}
+	if err != nil {
+		add("blob store", "the claim file cannot be read: %v", err)
+		return ps
+	}
+	if got := claimfile.Digest(body); got != row.SHA256 {
+		add(row.URI, "SHA-256 is %s, the store recorded %s: the claim file was changed", got[:12], row.SHA256[:12])
+	}
+	if leaf := hex.EncodeToString(claimfile.LeafHash(body)); leaf != row.LeafHash {
+		add("log leaf "+fmt.Sprint(row.LogIndex), "is not this claim file's")
+	}
+	var f claimfile.File
+	if err := json.Unmarshal(body, &f); err != nil {
+		add(row.URI, "not a claim file: %v", err)
+		return ps
+	}
+	for _, p := range f.Check() {
+		add(p.Where, "%s", p.What)
+	}
+	var rec claimfile.Record
+	_ = json.Unmarshal(f.Record, &rec)
+	held, err := r.st.GetClaim(ctx, id)
+	if err != nil {
+		add("store claims", "%v", err)
+	} else {
+		if held.Status != f.Outcome {
+			add("store claims", "status is %s, the claim file says %s", held.Status, f.Outcome)
+		}
+		if c, ok := f.LastRead(); ok && (c.AmountMinor != held.Claim.AmountMinor || c.Claimant.StripeAccount != held.Claim.Claimant.StripeAccount) {
+			add("store claims", "amount %d to %s, the run last read %d to %s", held.Claim.AmountMinor, held.Claim.Claimant.StripeAccount,
+				c.AmountMinor, c.Claimant.StripeAccount)
+		}
+	}
+	p, err := r.st.Payout(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if rec.Outcome == "paid" {
+			add("store payouts", "no payout is recorded for a paid claim")
+		}
+	case err != nil:
+		add("store payouts", "%v", err)
+	case p.AmountMinor != rec.PayoutMinor || p.TransferID != rec.TransferID:
+		add("store payouts", "%d by %s, the claim file says %d by %s", p.AmountMinor, p.TransferID, rec.PayoutMinor, rec.TransferID)
+	}
+	return ps
+}

@@ -1,0 +1,356 @@
+package claimfile
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/insurer"
+)
+
+// Record is the part of the workflow's audit record a verifier reads.
+type Record struct {
+	ClaimID     string                `json:"claim_id"`
+	Outcome     string                `json:"outcome"`
+	Reason      string                `json:"reason,omitempty"`
+	PayoutMinor int64                 `json:"payout_minor"`
+	Currency    string                `json:"currency"`
+	TransferID  string                `json:"transfer_id,omitempty"`
+	Coverage    claim.Coverage        `json:"coverage"`
+	Approvals   []*approvals.Approval `json:"approvals,omitempty"`
+	ClosedAt    time.Time             `json:"closed_at"`
+}
+
+// Bundle is what an auditor receives for one claim (claimsctl export).
+type Bundle struct {
+	File       []byte            // claim-file.json, byte for byte as stored
+	Proof      Proof             // proof.json
+	Checkpoint []byte            // checkpoint: the signed note
+	LedgerKey  string            // ledger.pub: the ledger's public key
+	Documents  map[string][]byte // documents/: by the file's document name
+}
+
+// Problem is one thing that does not verify: what, and where.
+type Problem struct {
+	Where string `json:"where"`
+	What  string `json:"what"`
+}
+
+func (p Problem) String() string { return p.Where + ": " + p.What }
+
+// Problems is every check that failed; empty: the bundle verifies.
+type Problems []Problem
+
+func (ps *Problems) add(where, format string, args ...any) {
+	*ps = append(*ps, Problem{Where: where, What: fmt.Sprintf(format, args...)})
+}
+
+// Verify checks a bundle with nothing but what is in it: the checkpoint's
+// signature, the claim file's inclusion in the log, the receipts'
+// signatures and their binding to the requests shown, the amounts against
+// the payment, and the outcome against the rules recorded at intake.
+// ledgerKey, when set, is the public key the auditor holds (from the
+// insurer, not from the bundle): the bundle's own must equal it.
+func Verify(b Bundle, ledgerKey string) (File, Problems) {
+	var ps Problems
+	var f File
+	if err := json.Unmarshal(b.File, &f); err != nil {
+		ps.add("claim-file.json", "not a claim file: %v", err)
+		return f, ps
+	}
+	if f.Schema != Schema {
+		ps.add("claim-file.json", "schema %q, want %q", f.Schema, Schema)
+	}
+	if ledgerKey != "" && trimKey(ledgerKey) != trimKey(b.LedgerKey) {
+		ps.add("ledger.pub", "is not the ledger key you hold")
+	}
+	key := b.LedgerKey
+	if ledgerKey != "" {
+		key = ledgerKey
+	}
+	cp, err := OpenCheckpoint(b.Checkpoint, Origin(f.Namespace), key)
+	switch {
+	case err != nil:
+		ps.add("checkpoint", "%v", err)
+	case b.Proof.Size != cp.Size:
+		ps.add("proof.json", "is for a log of %d claim files, the checkpoint's has %d", b.Proof.Size, cp.Size)
+	default:
+		hashes, err := b.Proof.Decode()
+		if err == nil {
+			err = VerifyInclusion(b.File, b.Proof.Index, hashes, cp.Checkpoint)
+		}
+		if err != nil {
+			ps.add("claim-file.json", "is not claim file %d of the log the checkpoint signs (%d files): %v", b.Proof.Index, cp.Size, err)
+		}
+	}
+	ps = append(ps, f.Check()...)
+	for _, d := range f.Documents {
+		body, ok := b.Documents[d.Name]
+		if !ok {
+			continue // documents are optional in a bundle
+		}
+		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != d.SHA256 || int64(len(body)) != d.Size {
+			ps.add("documents/"+d.Name, "is not the document the claim recorded (SHA-256 %s, %d bytes)", d.SHA256[:12], d.Size)
+		}
+	}
+	return f, ps
+}
+
+// Check verifies a claim file against itself: the record's digest, every
+// receipt against the keys and the request it was shown, the payment
+// against the record and the decisions, the outcome against the rules.
+func (f File) Check() Problems {
+	var ps Problems
+	// The record is stored compact in the audit ledger and indented here.
+	var compact bytes.Buffer
+	_ = json.Compact(&compact, f.Record)
+	if sum := sha256.Sum256(compact.Bytes()); hex.EncodeToString(sum[:]) != f.RecordSHA256 {
+		ps.add("claim-file.json record", "its SHA-256 is not record_sha256 %s", short(f.RecordSHA256))
+	}
+	var rec Record
+	if err := json.Unmarshal(f.Record, &rec); err != nil {
+		ps.add("claim-file.json record", "not an audit record: %v", err)
+		return ps
+	}
+	if rec.ClaimID != f.ClaimID || rec.Outcome != f.Outcome {
+		ps.add("claim-file.json record", "is for %s (%s), the file says %s (%s)", rec.ClaimID, rec.Outcome, f.ClaimID, f.Outcome)
+	}
+	book := f.book()
+	var approvedBy []approvals.Decision
+	for i, a := range rec.Approvals {
+		decisions := append([]approvals.Decision{}, a.Votes...)
+		if a.Decision != nil && !slices.ContainsFunc(decisions, func(d approvals.Decision) bool { return d.ReceiptID != "" && d.ReceiptID == a.Decision.ReceiptID }) {
+			decisions = append(decisions, *a.Decision)
+		}
+		for _, d := range decisions {
+			where := fmt.Sprintf("record approvals[%d] %s by %s", i, d.Verdict, d.Approver)
+			ps = append(ps, f.checkDecision(where, book, d)...)
+			if a.Voided == "" && d.Verdict == approvals.Approve && d.Proof == approvals.ProofReceipt {
+				approvedBy = append(approvedBy, d)
+			}
+		}
+	}
+	ps = append(ps, f.checkPayment(rec, approvedBy)...)
+	return ps
+}
+
+// book is the directory as far as the file's keys go: who each key
+// belonged to when it verified a receipt.
+func (f File) book() authority.Book {
+	var b authority.Book
+	for _, k := range f.Keys {
+		var jwk jose.JSONWebKey
+		if jwk.UnmarshalJSON(k.JWK) != nil || !jwk.IsPublic() {
+			continue
+		}
+		pub, ok := jwk.Key.(ed25519.PublicKey)
+		if !ok || jwk.KeyID != k.ID {
+			continue
+		}
+		key := authority.Key{ID: k.ID, PublicKey: pub}
+		if k.Service != "" {
+			b.Services = append(b.Services, authority.Service{Name: k.Service, Key: key})
+		} else {
+			b.Approvers = append(b.Approvers, authority.Approver{ID: k.Approver, Keys: []authority.Key{key}})
+		}
+	}
+	return b
+}
+
+// checkDecision verifies one accepted decision's receipt: signed by a key
+// the file lists (as the directory held it), for this claim, for the very
+// request recorded beside it, by the approver recorded.
+func (f File) checkDecision(where string, book authority.Book, d approvals.Decision) Problems {
+	var ps Problems
+	if got := d.Request.SHA256(); got != d.RequestSHA256 {
+		ps.add(where, "the request recorded hashes to %s, the decision says %s", short(got), short(d.RequestSHA256))
+	}
+	if d.Proof != approvals.ProofReceipt {
+		if d.Approver != "policy" {
+			ps.add(where, "was accepted without a signed receipt (proof %q)", d.Proof)
+		}
+		return ps
+	}
+	_, peek, ok := approvals.PeekReceipt(d.Receipt)
+	if !ok {
+		ps.add(where, "its receipt is not a receipt")
+		return ps
+	}
+	v, err := approvals.VerifyReceipt(d.Receipt, book, peek.Audience, time.Unix(peek.IssuedAt, 0), time.Duration(math.MaxInt64))
+	if err != nil {
+		ps.add(where, "receipt %s: %s", short(peek.ID), approvals.RefusalMessage(err))
+		return ps
+	}
+	r := v.Receipt
+	switch {
+	case r.ClaimID != f.ClaimID:
+		ps.add(where, "receipt %s is for claim %s", short(r.ID), r.ClaimID)
+	case r.RequestSHA256 != d.RequestSHA256:
+		ps.add(where, "receipt %s signs request %s, the decision is for %s", short(r.ID), short(r.RequestSHA256), short(d.RequestSHA256))
+	case r.Subject != d.Approver:
+		ps.add(where, "receipt %s is %s's, the decision says %s", short(r.ID), r.Subject, d.Approver)
+	case r.Verdict != d.Verdict:
+		ps.add(where, "receipt %s says %s", short(r.ID), r.Verdict)
+	case r.ID != d.ReceiptID:
+		ps.add(where, "receipt is %s, the decision cites %s", short(r.ID), short(d.ReceiptID))
+	case r.AmountMinor != 0 && d.AmountMinor != r.AmountMinor:
+		ps.add(where, "receipt %s approves %d, the decision %d", short(r.ID), r.AmountMinor, d.AmountMinor)
+	}
+	return ps
+}
+
+// checkPayment holds the money to the record: a paid claim has exactly the
+// transfer the record names, of the payout it records, to the payee the
+// request named, within the coverage; above the auto-approve limit it was
+// approved by as many receipts as the request's quorum, each for at least
+// the payout; a claim not paid moved no money.
+func (f File) checkPayment(rec Record, approvedBy []approvals.Decision) Problems {
+	var ps Problems
+	var pays []PayOutput
+	for _, s := range f.Steps {
+		if s.Activity == "PayClaimant" && s.Outcome == "completed" {
+			var p PayOutput
+			if json.Unmarshal(s.Output, &p) == nil {
+				pays = append(pays, p)
+			}
+		}
+	}
+	if rec.Outcome != "paid" {
+		if len(pays) > 0 {
+			ps.add("steps PayClaimant", "the claim is %s, yet a transfer %s of %d was made", rec.Outcome, pays[0].TransferID, pays[0].AmountMinor)
+		}
+		return ps
+	}
+	if len(pays) != 1 {
+		ps.add("steps PayClaimant", "a paid claim needs one completed payment, the history has %d", len(pays))
+		return ps
+	}
+	p := pays[0]
+	if p.TransferID != rec.TransferID || p.AmountMinor != rec.PayoutMinor || p.Currency != rec.Currency {
+		ps.add("record payout", "records %d %s by %s, the payment step made %d %s by %s",
+			rec.PayoutMinor, rec.Currency, rec.TransferID, p.AmountMinor, p.Currency, p.TransferID)
+	}
+	if rec.PayoutMinor > rec.Coverage.CoveredMinor {
+		ps.add("record payout", "%d is more than the %d the coverage arithmetic allows", rec.PayoutMinor, rec.Coverage.CoveredMinor)
+	}
+	rules := f.rules()
+	if rules == nil {
+		ps.add("steps LoadClaim", "intake recorded no rules")
+		return ps
+	}
+	limit, err := claim.ParseAmount(rules.AutoApproveLimit, rec.Currency)
+	if err != nil || rec.PayoutMinor <= limit {
+		return ps
+	}
+	var last *approvals.Approval
+	if n := len(rec.Approvals); n > 0 {
+		last = rec.Approvals[n-1]
+	}
+	if last == nil || last.Decision == nil || last.Decision.Verdict != approvals.Approve {
+		ps.add("record approvals", "a payout of %d is above the auto-approve limit %s and no approval decided it", rec.PayoutMinor, rules.AutoApproveLimit)
+		return ps
+	}
+	if last.Request.Payee != p.Destination {
+		ps.add("steps PayClaimant", "paid %s, the request approved names %s", p.Destination, last.Request.Payee)
+	}
+	if last.Decision.Approver == "policy" {
+		if rules.FinalOutcome != "approve" {
+			ps.add("record approvals", "paid by policy on expiry, but the rules recorded say %s", rules.FinalOutcome)
+		}
+		return ps
+	}
+	quorum := max(last.Quorum, 1)
+	people := map[string]bool{}
+	for _, d := range approvedBy {
+		amount := d.AmountMinor
+		if amount == 0 {
+			amount = d.Request.AmountMinor
+		}
+		if d.RequestSHA256 == last.RequestSHA256 && amount >= rec.PayoutMinor {
+			people[d.Approver] = true
+		}
+	}
+	if len(people) < quorum {
+		ps.add("record approvals", "%d different approvers signed for the payout of %d, the request needed %d", len(people), rec.PayoutMinor, quorum)
+	}
+	return ps
+}
+
+// PayOutput is the payment step's recorded result.
+type PayOutput struct {
+	TransferID  string `json:"transfer_id"`
+	AmountMinor int64  `json:"amount_minor"`
+	Currency    string `json:"currency"`
+	Destination string `json:"destination"`
+}
+
+// intake is the intake step's recorded result, the part a verifier reads.
+type intake struct {
+	Claim  claim.Claim    `json:"claim"`
+	Policy *claim.Policy  `json:"policy,omitempty"`
+	Rules  *insurer.Rules `json:"rules,omitempty"`
+}
+
+// Intake is the first read of the claim: the claim, its policy and the
+// insurer's rules as intake recorded them.
+func (f File) Intake() (claim.Claim, *claim.Policy, *insurer.Rules, bool) {
+	for _, s := range f.Steps {
+		if s.Activity == "LoadClaim" && s.Outcome == "completed" {
+			var in intake
+			if json.Unmarshal(s.Output, &in) == nil {
+				return in.Claim, in.Policy, in.Rules, true
+			}
+		}
+	}
+	return claim.Claim{}, nil, nil, false
+}
+
+func (f File) rules() *insurer.Rules {
+	_, _, r, _ := f.Intake()
+	return r
+}
+
+// Digest is a claim file's SHA-256, as the store and the log name it.
+func Digest(file []byte) string {
+	sum := sha256.Sum256(file)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrProblems wraps a failed verification.
+var ErrProblems = errors.New("the claim file does not verify")
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func trimKey(k string) string { return string(bytes.TrimSpace([]byte(k))) }
+
+// LastRead is the claim as the run last read it from the system of record
+// (intake, or the re-read after a wait).
+func (f File) LastRead() (claim.Claim, bool) {
+	for i := len(f.Steps) - 1; i >= 0; i-- {
+		s := f.Steps[i]
+		if s.Activity == "LoadClaim" && s.Outcome == "completed" {
+			var in intake
+			if json.Unmarshal(s.Output, &in) == nil {
+				return in.Claim, true
+			}
+		}
+	}
+	return claim.Claim{}, false
+}
