@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster temporal-cli temporal-server prereqs cluster clean
+.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster temporal-cli temporal-server s3-server prereqs cluster clean
 
 all: build
 
@@ -36,6 +36,18 @@ temporal-server:
 		echo "Installing the Temporal server $(TEMPORAL_SERVER_VERSION) and its SQL tool into $(TEMPORAL_SERVER_DIR) (about 2 minutes, once)..."; \
 		GOBIN="$(TEMPORAL_SERVER_DIR)" $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION) \
 			go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION); \
+	fi
+
+# A real S3 server with versioning and Object Lock, for the tests of stored
+# claim files (testenv.S3): versitygw, an S3 gateway over a directory, into
+# its own directory (testenv looks there, or at VERSITYGW_BIN). About 3
+# minutes, once.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW_DIR := $(shell $(GO) env GOPATH)/versitygw-$(VERSITYGW_VERSION)
+s3-server:
+	@if [ ! -x "$(VERSITYGW_DIR)/versitygw" ]; then \
+		echo "Installing the S3 server versitygw $(VERSITYGW_VERSION) into $(VERSITYGW_DIR) (about 3 minutes, once)..."; \
+		GOBIN="$(VERSITYGW_DIR)" $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION); \
 	fi
 
 # PostgreSQL and a real Temporal server on it, in var/cluster, until Ctrl-C;
@@ -108,7 +120,7 @@ prereqs:
 # Integration tests start their own dev server from $(TEMPORAL) on free ports.
 # The fuzz targets' seed corpora run with the tests; a short fuzzing run of
 # each follows. Without Chromium or PostgreSQL it stops at once and says so.
-test: temporal-cli temporal-server vet
+test: temporal-cli temporal-server s3-server vet
 	@./scripts/prereqs.sh
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)

@@ -84,6 +84,9 @@ func openRecords(ctx context.Context) (*records, error) {
 		return nil, err
 	}
 	bs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
+	if err == nil {
+		bs.LockMode, err = blobs.ParseLockMode(config.Get("CLAIM_FILE_LOCK", ""))
+	}
 	if err != nil {
 		st.Close()
 		return nil, err

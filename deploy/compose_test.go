@@ -73,7 +73,9 @@ func loadEnv(t *testing.T, workingDir string, file types.ConfigFile, environment
 // ${VAR:-default} defaults are what is tested.
 var requiredVars = map[string]string{
 	// The host path of the payload key file; it need not exist to load.
-	"CODEC_KEYS_FILE":        "/srv/durableclaims-test/codec-keys.json",
+	"CODEC_KEYS_FILE": "/srv/durableclaims-test/codec-keys.json",
+	// The host path of the ledger key that signs the claim-file log.
+	"LEDGER_KEY_FILE":        "/srv/durableclaims-test/ledger.key",
 	"GRAFANA_ADMIN_PASSWORD": "test-grafana-password",
 	// The claims database's password (claims-postgresql, CLAIMS_DB).
 	"CLAIMS_DB_PASSWORD": "test-claims-db-password",

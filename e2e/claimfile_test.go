@@ -3,11 +3,16 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
@@ -109,6 +114,9 @@ func TestEveryOutcomeLeavesOneClaimFileThatVerifies(t *testing.T) {
 	assert.Contains(t, out, "the run's history is gone from Temporal")
 	assert.Contains(t, out, "Approved by adjuster-17")
 	assert.Contains(t, out, "PayClaimant")
+	out, err = w.ctl("audit", approved)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "adjuster-17", "the audit ledger is the claims store's, not Temporal's")
 }
 
 // Change one byte of a claim file, one amount in the store, one receipt in
@@ -204,4 +212,56 @@ func TestAttackTamperingWithTheClaimFileIsDetected(t *testing.T) {
 	require.NoError(t, err)
 	out = verifyFails("--all")
 	assert.Contains(t, out, "store claim_files: holds 4 claim files, checkpoint 5 signed 5: claim files were removed")
+}
+
+// On a real S3 server with Object Lock, a claim file is written under
+// compliance-mode retention: neither deleted nor shortened before it ends,
+// and an overwrite only adds a version, which verify then finds changed.
+func TestClaimFilesOnS3AreLockedForTheirRetention(t *testing.T) {
+	s3srv := testenv.S3(t)
+	w := newWorld(t)
+	bucket := s3srv.LockedBucket(t, "claim-files")
+	for i, kv := range w.env {
+		if strings.HasPrefix(kv, "BLOB_URL=") {
+			w.env[i] = "BLOB_URL=" + bucket
+		}
+	}
+	w.env = append(append(w.env, s3srv.Env...), "CLAIM_FILE_LOCK=compliance", "CLAIM_FILE_RETENTION=1h")
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	id := "claim-e2e-s3"
+	w.start(w.claimFile(id, "640.00"))
+	require.Equal(t, workflows.StatusPaid, w.result(id).Status)
+	out, err := w.ctl("checkpoint")
+	require.NoError(t, err, out)
+	out, err = w.ctl("verify", id)
+	require.NoError(t, err, out)
+
+	ctx := context.Background()
+	listed, err := s3srv.Client.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String("claim-files"), Prefix: aws.String("claim-files/" + id + "/")})
+	require.NoError(t, err)
+	require.Len(t, listed.Versions, 1, "one claim file")
+	key, version := listed.Versions[0].Key, listed.Versions[0].VersionId
+	ret, err := s3srv.Client.GetObjectRetention(ctx, &s3.GetObjectRetentionInput{Bucket: aws.String("claim-files"), Key: key, VersionId: version})
+	require.NoError(t, err)
+	assert.Equal(t, s3types.ObjectLockRetentionModeCompliance, ret.Retention.Mode)
+	assert.WithinDuration(t, time.Now().Add(time.Hour), *ret.Retention.RetainUntilDate, 2*time.Minute)
+
+	_, err = s3srv.Client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String("claim-files"), Key: key, VersionId: version})
+	assert.ErrorContains(t, err, "AccessDenied", "the locked version cannot be deleted")
+	shorter := time.Now().Add(time.Minute)
+	_, err = s3srv.Client.PutObjectRetention(ctx, &s3.PutObjectRetentionInput{Bucket: aws.String("claim-files"), Key: key, VersionId: version,
+		Retention:                 &s3types.ObjectLockRetention{Mode: s3types.ObjectLockRetentionModeGovernance, RetainUntilDate: &shorter},
+		BypassGovernanceRetention: aws.Bool(true)})
+	assert.ErrorContains(t, err, "AccessDenied", "nor its retention shortened")
+
+	_, err = s3srv.Client.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("claim-files"), Key: key, Body: strings.NewReader(`{"claim_id":"forged"}`)})
+	require.NoError(t, err, "S3 takes an overwrite as a new version")
+	out, err = w.ctl("verify", id)
+	assert.Equal(t, 3, exitCode(err), out)
+	assert.Contains(t, out, "the claim file was changed")
+	orig, err := s3srv.Client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String("claim-files"), Key: key, VersionId: version})
+	require.NoError(t, err, "the locked version is still there")
+	body, err := io.ReadAll(orig.Body)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"claim_id": "`+id+`"`)
 }

@@ -15,6 +15,7 @@ import (
 	"net/smtp"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -331,6 +332,13 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 		return nil, nil, err
 	}
 	closers = append(closers, docs.Close)
+	if docs.LockMode, err = blobs.ParseLockMode(config.Get("CLAIM_FILE_LOCK", "")); err != nil {
+		return nil, nil, err
+	}
+	if docs.LockMode != "" && !strings.HasPrefix(config.Get("BLOB_URL", ""), "s3://") {
+		// Refuse to start rather than fail every claim's last step.
+		return nil, nil, fmt.Errorf("CLAIM_FILE_LOCK=%s needs BLOB_URL to be an S3 bucket with Object Lock (s3://…)", docs.LockMode)
+	}
 	approversFile := config.Get("APPROVERS_FILE", "")
 	book, err := authority.Load(approversFile)
 	if err != nil {

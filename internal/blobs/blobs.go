@@ -46,6 +46,9 @@ type Store struct {
 	bucket  *blob.Bucket
 	base    string
 	MaxSize int64
+	// LockMode puts records (PutRecord) under S3 Object Lock: LockCompliance,
+	// LockGovernance, or empty for none.
+	LockMode string
 }
 
 // DefaultURL is a directory under var/, created on first use, its

@@ -443,6 +443,8 @@ func (c *Cluster) register(ctx context.Context) error {
 		_, err := cl.WorkflowService().RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 			Namespace:                        Namespace,
 			WorkflowExecutionRetentionPeriod: durationpb.New(c.opts.Retention),
+			HistoryArchivalState:             enumspb.ARCHIVAL_STATE_ENABLED,
+			HistoryArchivalUri:               "file://" + c.ArchivePath(),
 		})
 		var exists *serviceerror.NamespaceAlreadyExists
 		if errors.As(err, &exists) {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -82,7 +83,8 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 	defer cancel()
 
 	began := time.Now()
-	c, err := cluster.Start(ctx, t.TempDir(), cluster.Options{})
+	// Archive closed runs within a second, not the server's jittered 5 minutes.
+	c, err := cluster.Start(ctx, t.TempDir(), cluster.Options{DynamicConfig: map[string]any{"history.archivalProcessorArchiveDelay": "1s"}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Stop()) })
 	t.Logf("cluster started in %v: frontend %s, PostgreSQL on %d, log %s",
@@ -171,6 +173,11 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 	require.NoError(t, cl.SignalWorkflow(ctx, "greet-first", "", signalGo, "first"))
 	require.Equal(t, "hello first", result(first))
 	find(`ClaimStatus="done" AND WorkflowId="greet-first"`, "greet-first")
+	// Its history is archived when it closes: the claim file's second copy.
+	require.Eventually(t, func() bool {
+		files, _ := filepath.Glob(filepath.Join(c.ArchivePath(), "*.history"))
+		return len(files) > 0
+	}, 30*time.Second, 200*time.Millisecond, "no history archived under %s", c.ArchivePath())
 
 	// A workflow blocked on a signal across both crashes.
 	second := start("greet-second", "waiting")

@@ -75,8 +75,8 @@ func newPorts() (ports, error) {
 
 // serverConfig is the server module's config/development-postgres12.yaml
 // with the ports, the database address and user, the log and the dynamic
-// config file changed, pprof on loopback, and archival off (as in the dev server:
-// the sample's filestore archival writes under /tmp).
+// config file changed, pprof on loopback, and history archival on, to a
+// directory of the cluster's own (the sample's writes under /tmp).
 var serverConfig = template.Must(template.New("development.yaml").Parse(`# Written by testbed/cluster (Temporal server {{.Version}}); based on the
 # server module's config/development-postgres12.yaml.
 log:
@@ -188,16 +188,25 @@ clusterMetadata:
 dcRedirectionPolicy:
   policy: "noop"
 
+# History archival is the claim file's second copy (docs/records.md): a
+# closed run's history is written under the cluster's own directory when
+# the namespace's retention ends, and stays readable there.
 archival:
   history:
-    state: "disabled"
+    state: "enabled"
+    enableRead: true
+    provider:
+      filestore:
+        fileMode: "0600"
+        dirMode: "0700"
   visibility:
     state: "disabled"
 
 namespaceDefaults:
   archival:
     history:
-      state: "disabled"
+      state: "enabled"
+      URI: "file://{{.Archive}}"
     visibility:
       state: "disabled"
 
@@ -225,6 +234,9 @@ func DefaultDynamicConfig() map[string]any {
 	dc["frontend.namespaceRPS.visibility"] = 100
 	return dc
 }
+
+// ArchivePath is where the server archives closed runs' histories.
+func (c *Cluster) ArchivePath() string { return filepath.Join(c.root, "archival", "history") }
 
 // writeConfig writes config/development.yaml and dynamicconfig.yaml under
 // root (the server's --root).
@@ -264,6 +276,7 @@ func (c *Cluster) writeConfig() error {
 		"P":             c.ports,
 		"DynamicConfig": c.DynamicConfigPath(),
 		"JWKS":          c.jwksURL(),
+		"Archive":       c.ArchivePath(),
 	}); err != nil {
 		return err
 	}
