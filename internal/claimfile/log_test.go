@@ -1,9 +1,14 @@
 package claimfile
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,4 +70,30 @@ func TestEveryClaimFileProvesItsPlaceInTheLog(t *testing.T) {
 	edited[len(origin)+1] = '9'
 	_, err = OpenCheckpoint(edited, origin, public)
 	assert.Error(t, err, "an edited size")
+}
+
+// The published schema describes exactly the fields a claim file has.
+func TestTheSchemaDescribesTheClaimFile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "claim-file.schema.json"))
+	require.NoError(t, err)
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Defs       map[string]struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"$defs"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &schema))
+	for name, v := range map[string]any{"": File{}, "step": Step{}, "message": Message{}, "event": Event{}, "key": Key{}, "document": Document{}} {
+		props := schema.Properties
+		if name != "" {
+			props = schema.Defs[name].Properties
+		}
+		var fields []string
+		typ := reflect.TypeOf(v)
+		for i := range typ.NumField() {
+			tag, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			fields = append(fields, tag)
+		}
+		assert.ElementsMatch(t, fields, slices.Collect(maps.Keys(props)), "schema %q", name)
+	}
 }
