@@ -70,7 +70,13 @@ func TestEveryOutcomeLeavesOneClaimFileThatVerifies(t *testing.T) {
 		rejected: workflows.StatusRejected, withdrawn: workflows.StatusWithdrawn, expired: workflows.StatusExpired}
 	for id, status := range want {
 		require.Equal(t, status, w.result(id).Status, id)
-		assert.Len(t, w.claimFiles(id), 1, "%s: one claim file", id)
+		files := w.claimFiles(id)
+		if assert.Len(t, files, 1, "%s: one claim file", id) {
+			fi, err := os.Stat(files[0])
+			require.NoError(t, err)
+			t.Logf("%s (%s): claim file of %d bytes", id, status, fi.Size())
+			assert.Less(t, fi.Size(), int64(256<<10), "documents and long transcripts are by reference")
+		}
 	}
 
 	// Online: each file against its row, its leaf, the store and the log.

@@ -315,6 +315,28 @@ func TestInboxInABrowser(t *testing.T) {
 	out, err = b.ctl("show", ids["forged"])
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "handed on by adjuster-17 to supervisor-3")
+
+	// Temporal forgets the approved claim's run: its page is read from the
+	// claim file, the photo with it.
+	out, err = b.cli("workflow", "delete", "--workflow-id", ids["approve"])
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool {
+		_, err := b.cli("workflow", "describe", "--workflow-id", ids["approve"])
+		return err != nil
+	}, testTimeout, pollEvery, "the run's history is deleted")
+	b.open(adjuster, ids["approve"])
+	page = b.text(adjuster, "main")
+	for _, want := range []string{"Read from the claim's file", "the run's history is gone from Temporal", "Approved by adjuster-17",
+		"A burst pipe flooded the kitchen overnight", "Ada Lovelace", "acct_1Ada", "photo.png", "2 turns, 3 tool calls"} {
+		assert.Contains(t, page, want)
+	}
+	shown, err = chromedp.Run(adjuster, chromedp.Evaluate[int](`new Promise(done => {
+		const img = document.querySelector("#documents img");
+		if (img.complete) { done(img.naturalWidth); return; }
+		img.onload = () => done(img.naturalWidth); img.onerror = () => done(-1);
+	})`, chromedp.EvalAwaitPromise))
+	require.NoError(t, err)
+	assert.Equal(t, 64, shown, "the document still shows")
 }
 
 // An adjuster signed in to the inbox sees only the claims they could decide

@@ -23,6 +23,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/story"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -152,6 +153,9 @@ type claimView struct {
 	// Waiting: the request is open; its timeline and the forms apply.
 	Waiting  bool
 	Terminal bool
+	// FromFile says the page was read from the claim file, the run's
+	// history being gone.
+	FromFile string
 	// Colleagues are who the request may be handed to: those who could
 	// decide it now (the workflow checks again).
 	Colleagues []authority.Approver
@@ -206,7 +210,9 @@ func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int,
 	st, err := s.status(ctx, id)
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
-		return cv, http.StatusNotFound, "no such claim", nil
+		// Temporal forgot the run (or never had it): its claim file, if
+		// there is one, still tells the claim (docs/records.md).
+		return s.fromClaimFile(ctx, cv, v)
 	}
 	if err != nil {
 		return cv, http.StatusBadGateway, "the claim's status cannot be read", err
@@ -491,4 +497,49 @@ func safeName(n string) string {
 		}
 		return r
 	}, n)
+}
+
+// fromClaimFile is the claim page of a claim whose run Temporal no longer
+// holds, read from its claim file in the blob store, for whoever could
+// have decided it or took part; the page says where it was read from.
+func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (claimView, int, string, error) {
+	keys, err := s.blobs.List(ctx, "claim-files/"+cv.ID+"/")
+	if err != nil {
+		return cv, http.StatusBadGateway, "the claim's file cannot be read", err
+	}
+	if len(keys) == 0 {
+		return cv, http.StatusNotFound, "no such claim", nil
+	}
+	body, err := s.blobs.ReadKey(ctx, keys[0], blobs.DefaultMaxSize)
+	if err != nil {
+		return cv, http.StatusBadGateway, "the claim's file cannot be read", err
+	}
+	var f claimfile.File
+	var rec workflows.AuditRecord
+	if err := json.Unmarshal(body, &f); err != nil || f.ClaimID != cv.ID || json.Unmarshal(f.Record, &rec) != nil {
+		return cv, http.StatusBadGateway, "the claim's file is not readable", err
+	}
+	st := workflows.Status{ClaimID: cv.ID, State: f.Outcome, Attempts: rec.Attempts, AttemptsDropped: rec.AttemptsDropped, TransferID: rec.TransferID}
+	if n := len(rec.Approvals); n > 0 {
+		st.Approval = rec.Approvals[n-1]
+	}
+	if !mayView(v.Approver, st) {
+		return cv, http.StatusForbidden, "this claim is not for you", nil
+	}
+	cv.Status, cv.Approval, cv.Terminal, cv.FromFile = st, st.Approval, true, claimFileNote(keys[0], f)
+	steps := make([]*story.Step, 0, len(f.Steps))
+	for _, step := range f.Steps {
+		steps = append(steps, &story.Step{Activity: step.Activity, Local: step.Local, Attempt: step.Attempt, Outcome: step.Outcome, Output: step.Output})
+	}
+	fromStory(&story.Story{ClaimID: cv.ID, Steps: steps}, &cv)
+	for i, d := range cv.Claim.Documents {
+		cv.Documents = append(cv.Documents, docView{N: i, Name: d.Name, Size: d.Size, SHA256: d.SHA256,
+			Kind: viewKinds[strings.ToLower(path.Ext(d.Name))]})
+	}
+	return cv, 0, "", nil
+}
+
+func claimFileNote(key string, f claimfile.File) string {
+	return fmt.Sprintf("Read from the claim's file (%s, written %s): the run's history is gone from Temporal. %s",
+		path.Base(key), f.WrittenAt.UTC().Format("2006-01-02 15:04 UTC"), f.Basis)
 }
