@@ -42,10 +42,11 @@ func ClaimFileKey(claimID, sha string) string { return "claim-files/" + claimID 
 // writeClaimFile writes the claim's dossier once, as part of step 9: from
 // the run's history, the audit record the workflow wrote and the keys that
 // verified its receipts; stores it in the blob store under its digest and
-// appends it to the claim-file log. An attempt that finds the claim's file
-// recorded already returns that one: a claim has one file, ever.
+// appends it to the claim-file log. An attempt that finds the run's file
+// recorded already returns that one: a run has one file, ever (a redriven
+// claim has its dead-lettered run's and the one of the run that ended it).
 func (a *Activities) writeClaimFile(ctx context.Context, c Caller, in AuditInput, recordSHA string) (store.ClaimFile, error) {
-	if held, err := a.Store.ClaimFile(ctx, in.ClaimID); err == nil {
+	if held, err := a.Store.ClaimFileOfRun(ctx, in.ClaimID, c.RunID); err == nil {
 		return held, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return store.ClaimFile{}, err
@@ -101,6 +102,14 @@ func (a *Activities) writeClaimFile(ctx context.Context, c Caller, in AuditInput
 func basis(rec claimfile.Record) string {
 	var b strings.Builder
 	switch rec.Outcome {
+	case "dead-lettered":
+		fmt.Fprintf(&b, "The run stopped for good: %s. Nothing after that step was done; the claim stays open for an operator "+
+			"(claimsctl dlq), and a redrive that ends it writes its own claim file.", strings.TrimSuffix(rec.Reason, "."))
+		if rec.TransferID != "" {
+			fmt.Fprintf(&b, " Transfer %s of %s %s was made before it stopped.", rec.TransferID,
+				claim.FormatAmount(rec.PayoutMinor, rec.Currency), strings.ToUpper(rec.Currency))
+		}
+		return b.String()
 	case "paid":
 		fmt.Fprintf(&b, "Paid %s %s by transfer %s, of %s covered (%s).", claim.FormatAmount(rec.PayoutMinor, rec.Currency),
 			strings.ToUpper(rec.Currency), rec.TransferID, claim.FormatAmount(rec.Coverage.CoveredMinor, rec.Currency), rec.Coverage.Reason)

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -373,7 +374,9 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 	if *all {
 		ids = nil
 		for _, row := range rows {
-			ids = append(ids, row.ClaimID)
+			if !slices.Contains(ids, row.ClaimID) {
+				ids = append(ids, row.ClaimID)
+			}
 		}
 	}
 	var notes []string
@@ -388,56 +391,77 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 			fmt.Fprintln(out, n)
 		}
 	}
-	what := fmt.Sprintf("%d claim files, log of %d", len(ids), len(leaves))
+	what := fmt.Sprintf("%d claims, log of %d files", len(ids), len(leaves))
 	if len(sizes) > 0 {
 		what += fmt.Sprintf(", checkpoints up to %d", sizes[len(sizes)-1])
 	}
 	return report(what, ps), nil
 }
 
-// verifyOne checks one claim's file against its row, its leaf, itself and
-// the system of record.
+// verifyOne checks each of a claim's files against its row, its leaf and
+// itself, and the latest against the system of record.
 func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 	var ps claimfile.Problems
 	add := func(where, format string, a ...any) {
 		ps = append(ps, claimfile.Problem{Where: id + " " + where, What: fmt.Sprintf(format, a...)})
 	}
-	row, body, err := r.read(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	rows, err := r.st.ClaimFilesOf(ctx, id)
+	if err != nil {
+		add("store claim_files", "%v", err)
+		return ps
+	}
+	if len(rows) == 0 {
 		add("store claim_files", "no claim file is recorded")
 		return ps
 	}
-	if err != nil {
-		add("blob store", "the claim file cannot be read: %v", err)
+	var latest claimfile.File
+	for _, row := range rows {
+		key, ok := r.bs.Key(row.URI)
+		if !ok {
+			add(row.URI, "is not in this blob store")
+			continue
+		}
+		body, err := r.bs.ReadKey(ctx, key, blobs.DefaultMaxSize)
+		if err != nil {
+			add("blob store", "the claim file cannot be read: %v", err)
+			continue
+		}
+		if got := claimfile.Digest(body); got != row.SHA256 {
+			add(row.URI, "SHA-256 is %s, the store recorded %s: the claim file was changed", got[:12], row.SHA256[:12])
+		}
+		if leaf := hex.EncodeToString(claimfile.LeafHash(body)); leaf != row.LeafHash {
+			add("log leaf "+fmt.Sprint(row.LogIndex), "is not this claim file's")
+		}
+		var f claimfile.File
+		if err := json.Unmarshal(body, &f); err != nil {
+			add(row.URI, "not a claim file: %v", err)
+			continue
+		}
+		for _, p := range f.Check() {
+			add(p.Where, "%s", p.What)
+		}
+		latest = f
+	}
+	if latest.ClaimID == "" {
 		return ps
 	}
-	if got := claimfile.Digest(body); got != row.SHA256 {
-		add(row.URI, "SHA-256 is %s, the store recorded %s: the claim file was changed", got[:12], row.SHA256[:12])
-	}
-	if leaf := hex.EncodeToString(claimfile.LeafHash(body)); leaf != row.LeafHash {
-		add("log leaf "+fmt.Sprint(row.LogIndex), "is not this claim file's")
-	}
-	var f claimfile.File
-	if err := json.Unmarshal(body, &f); err != nil {
-		add(row.URI, "not a claim file: %v", err)
-		return ps
-	}
-	for _, p := range f.Check() {
-		add(p.Where, "%s", p.What)
-	}
+	f := latest
 	var rec claimfile.Record
 	_ = json.Unmarshal(f.Record, &rec)
 	held, err := r.st.GetClaim(ctx, id)
 	if err != nil {
 		add("store claims", "%v", err)
-	} else {
-		if held.Status != f.Outcome {
-			add("store claims", "status is %s, the claim file says %s", held.Status, f.Outcome)
-		}
-		if c, ok := f.LastRead(); ok && (c.AmountMinor != held.Claim.AmountMinor || c.Claimant.StripeAccount != held.Claim.Claimant.StripeAccount) {
-			add("store claims", "amount %d to %s, the run last read %d to %s", held.Claim.AmountMinor, held.Claim.Claimant.StripeAccount,
-				c.AmountMinor, c.Claimant.StripeAccount)
-		}
+		return ps
+	}
+	switch {
+	case f.Outcome == "dead-lettered" && held.Closed():
+		add("store claims", "is closed (%s), the latest claim file says the run was dead-lettered and no file of a later run exists", held.Status)
+	case f.Outcome != "dead-lettered" && held.Status != f.Outcome:
+		add("store claims", "status is %s, the claim file says %s", held.Status, f.Outcome)
+	}
+	if c, ok := f.LastRead(); ok && (c.AmountMinor != held.Claim.AmountMinor || c.Claimant.StripeAccount != held.Claim.Claimant.StripeAccount) {
+		add("store claims", "amount %d to %s, the run last read %d to %s", held.Claim.AmountMinor, held.Claim.Claimant.StripeAccount,
+			c.AmountMinor, c.Claimant.StripeAccount)
 	}
 	p, err := r.st.Payout(ctx, id)
 	switch {
@@ -447,6 +471,8 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 		}
 	case err != nil:
 		add("store payouts", "%v", err)
+	case rec.Outcome == "dead-lettered" && rec.TransferID == "":
+		// reserved, perhaps paid: the dead letter names it an unknown effect
 	case p.AmountMinor != rec.PayoutMinor || p.TransferID != rec.TransferID:
 		add("store payouts", "%d by %s, the claim file says %d by %s", p.AmountMinor, p.TransferID, rec.PayoutMinor, rec.TransferID)
 	}

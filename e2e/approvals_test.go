@@ -225,8 +225,22 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	assert.Equal(t, "PaymentConfig", r.DeadLetter.ErrorType)
 	assert.Equal(t, []string{"payment " + id + ":step6"}, r.DeadLetter.UnknownEffects)
 	bad.Stop()
+	// Stopped for good is on record too: a claim file of the dead-lettered run.
+	require.Len(t, w.claimFiles(id), 1)
+	out, err := w.ctl("checkpoint")
+	require.NoError(t, err, out)
+	out, err = w.ctl("show", "--json", id)
+	require.NoError(t, err, out)
+	out, err = w.ctl("verify", id)
+	require.NoError(t, err, out)
+	bundle := filepath.Join(t.TempDir(), "bundle")
+	out, err = w.ctl("export", id, "--out", bundle)
+	require.NoError(t, err, out)
+	out, err = w.ctl("verify", "--bundle", bundle)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "(dead-lettered): The run stopped for good: step 6 (pay) failed")
 
-	out, err := w.ctl("dlq", "list")
+	out, err = w.ctl("dlq", "list")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, fmt.Sprintf("%s  step 6 (pay)  PaymentConfig", id))
 
@@ -242,6 +256,12 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 		"the claim belongs to the redriven run")
 	n, _ := w.transfers(id)
 	assert.Equal(t, 1, n)
+	// The run that ended it writes its own file; both verify.
+	assert.Len(t, w.claimFiles(id), 2, "the dead-lettered run's file and the redriven run's")
+	out, err = w.ctl("checkpoint")
+	require.NoError(t, err, out)
+	out, err = w.ctl("verify", id)
+	assert.NoError(t, err, out)
 	assert.Equal(t, map[string]int{"triage": 2, "assess": 1}, map[string]int{
 		"triage": w.modelCalls(id)[2], "assess": w.modelCalls(id)[4]}, "the redrive did not re-run the model steps")
 
@@ -249,6 +269,7 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	w.start("--max-payout", "100.00", w.claimFile("claim-e2e-cap", "640.00"))
 	r = w.result("claim-e2e-cap")
 	require.Equal(t, workflows.StatusDeadLettered, r.Status)
+	assert.Len(t, w.claimFiles("claim-e2e-cap"), 1, "a cap stops the run, the claim file is written all the same")
 	out, err = w.ctl("dlq", "redrive", "claim-e2e-cap")
 	assert.Error(t, err)
 	assert.Contains(t, out, "stopped at a cap")

@@ -84,7 +84,7 @@ func TestEveryOutcomeLeavesOneClaimFileThatVerifies(t *testing.T) {
 		out, err = w.ctl("verify", "--all")
 		return err == nil && !strings.Contains(out, "note:")
 	}, testTimeout, pollEvery, "the worker publishes a checkpoint covering every file: %s", out)
-	assert.Contains(t, out, "7 claim files, log of 7, checkpoints up to 7: verifies")
+	assert.Contains(t, out, "7 claims, log of 7 files, checkpoints up to 7: verifies")
 
 	// What each file says, in plain words.
 	for id, basis := range map[string]string{

@@ -510,13 +510,25 @@ func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (cla
 	if len(keys) == 0 {
 		return cv, http.StatusNotFound, "no such claim", nil
 	}
-	body, err := s.blobs.ReadKey(ctx, keys[0], blobs.DefaultMaxSize)
-	if err != nil {
-		return cv, http.StatusBadGateway, "the claim's file cannot be read", err
-	}
+	// A redriven claim has two: the dead-lettered run's, then the file of
+	// the run that ended it. The page shows the latest.
 	var f claimfile.File
+	var key string
+	for _, k := range keys {
+		body, err := s.blobs.ReadKey(ctx, k, blobs.DefaultMaxSize)
+		if err != nil {
+			return cv, http.StatusBadGateway, "the claim's file cannot be read", err
+		}
+		var one claimfile.File
+		if err := json.Unmarshal(body, &one); err != nil || one.ClaimID != cv.ID {
+			return cv, http.StatusBadGateway, "the claim's file is not readable", err
+		}
+		if key == "" || one.WrittenAt.After(f.WrittenAt) {
+			f, key = one, k
+		}
+	}
 	var rec workflows.AuditRecord
-	if err := json.Unmarshal(body, &f); err != nil || f.ClaimID != cv.ID || json.Unmarshal(f.Record, &rec) != nil {
+	if err := json.Unmarshal(f.Record, &rec); err != nil {
 		return cv, http.StatusBadGateway, "the claim's file is not readable", err
 	}
 	st := workflows.Status{ClaimID: cv.ID, State: f.Outcome, Attempts: rec.Attempts, AttemptsDropped: rec.AttemptsDropped, TransferID: rec.TransferID}
@@ -526,7 +538,7 @@ func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (cla
 	if !mayView(v.Approver, st) {
 		return cv, http.StatusForbidden, "this claim is not for you", nil
 	}
-	cv.Status, cv.Approval, cv.Terminal, cv.FromFile = st, st.Approval, true, claimFileNote(keys[0], f)
+	cv.Status, cv.Approval, cv.Terminal, cv.FromFile = st, st.Approval, true, claimFileNote(key, f)
 	steps := make([]*story.Step, 0, len(f.Steps))
 	for _, step := range f.Steps {
 		steps = append(steps, &story.Step{Activity: step.Activity, Local: step.Local, Attempt: step.Attempt, Outcome: step.Outcome, Output: step.Output})

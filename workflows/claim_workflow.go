@@ -84,6 +84,9 @@ type claimRun struct {
 	// (versionRecheck on); rechecked is what the last such read found.
 	rechecks  bool
 	rechecked activities.LoadClaimResult
+	// deadLetterFile: a dead letter writes its record and claim file
+	// (versionDeadLetterFile on).
+	deadLetterFile bool
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -285,6 +288,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	}
 	r.decisionsPending = version >= versionDecided
 	r.rechecks = version >= versionRecheck
+	r.deadLetterFile = version >= versionDeadLetterFile
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}
@@ -544,10 +548,40 @@ func (r *claimRun) deadLetter(ctx workflow.Context, err error) (ClaimResult, err
 	r.stepDone(ctx, "error")
 	metrics.Count(ctx, metrics.ClaimsCompleted, map[string]string{"status": StatusDeadLettered})
 	r.reason = fmt.Sprintf("step %d (%s) failed: %s", dl.Step, dl.StepName, dl.Error)
+	if r.deadLetterFile {
+		r.fileDeadLetter(ctx)
+	}
 	r.publish(ctx, StatusDeadLettered)
 	res := r.result()
 	res.DeadLetter = dl
 	return res, nil
+}
+
+// fileDeadLetter writes a dead-lettered run's audit record and claim file:
+// one local activity, outside the run's caps (a cap may be what stopped it),
+// keyed by the run, since a redrive is another run that may end the claim
+// and write its own. A failure is logged, not raised: the dead letter
+// stands, and `claimsctl dlq` shows it either way.
+func (r *claimRun) fileDeadLetter(ctx workflow.Context) {
+	if r.step == claim.StepAudit {
+		return // step 9 itself failed for good: the same write would again
+	}
+	c := r.claim
+	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: StatusDeadLettered, Reason: r.reason,
+		PayoutMinor: r.payoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
+		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
+		ClaimVersion: r.version, NotificationID: r.notice.MessageID})
+	if err != nil {
+		return
+	}
+	lo := *plan.record.local
+	lo.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5}
+	key := r.key(claim.StepAudit).Sub("dead-letter").Sub(workflow.GetInfo(ctx).WorkflowExecution.RunID)
+	var audited activities.AuditResult
+	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), a.WriteAudit,
+		activities.AuditInput{Key: key, ClaimID: c.ID, Record: record}).Get(ctx, &audited); err != nil {
+		workflow.GetLogger(ctx).Error("the dead letter's claim file was not written", "error", err)
+	}
 }
 
 // approvalNotice makes the reminder and escalation hooks: one e-mail each, keyed

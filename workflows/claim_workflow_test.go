@@ -546,6 +546,12 @@ func (s *ClaimSuite) TestRefusedPaymentDeadLetters() {
 	s.Equal([]string{"payment claim-0054:step6"}, r.DeadLetter.UnknownEffects)
 	s.Empty(s.calls.notices, "nothing after a failed payment")
 	s.Equal([]string{StatusRunning, StatusDeadLettered}, s.statuses())
+	// versionDeadLetterFile: the dead letter is on record, keyed by its run.
+	s.Require().Len(s.calls.keys["audit"], 1)
+	s.True(strings.HasPrefix(string(s.calls.keys["audit"][0]), "claim-0054:step9:dead-letter:"), s.calls.keys["audit"][0])
+	s.Require().Len(s.calls.audits, 1)
+	s.Equal(StatusDeadLettered, s.calls.audits[0].Outcome)
+	s.Contains(s.calls.audits[0].Reason, "step 6 (pay) failed")
 }
 
 func (s *ClaimSuite) TestWithdrawnBeforeProcessing() {

@@ -29,6 +29,10 @@ package workflows
 //	versionRecheck  a claim withdrawn or amended while it waits is read
 //	                again at once (the changed signal claimsctl sends)
 //	                rather than after the next decision or the deadline
+//	versionDeadLetterFile a dead-lettered run writes its audit record and
+//	                claim file too (one local activity, after the dead
+//	                letter is decided), so a claim stopped for good is on
+//	                record like one that ended
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -42,10 +46,11 @@ const (
 	// commands a run issues; they are versioned all the same, so that a run
 	// decides on replay exactly as it did (an accepted decision accepted
 	// again, a refused one refused).
-	versionAuthority = 5
-	versionDecided   = 6
-	versionRecheck   = 7
+	versionAuthority      = 5
+	versionDecided        = 6
+	versionRecheck        = 7
+	versionDeadLetterFile = 8
 
 	// versionLatest is what new runs record.
-	versionLatest = versionRecheck
+	versionLatest = versionDeadLetterFile
 )

@@ -218,6 +218,9 @@ func (f File) checkDecision(where string, book authority.Book, d approvals.Decis
 // the payout; a claim not paid moved no money.
 func (f File) checkPayment(rec Record, approvedBy []approvals.Decision) Problems {
 	var ps Problems
+	if rec.Outcome == "dead-lettered" {
+		return ps // stopped mid-way: what it paid, if anything, is in record.transfer_id and the dead letter's unknown effects
+	}
 	var pays []PayOutput
 	for _, s := range f.Steps {
 		if s.Activity == "PayClaimant" && s.Outcome == "completed" {

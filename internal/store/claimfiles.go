@@ -37,18 +37,29 @@ func scanClaimFile(row interface{ Scan(...any) error }) (ClaimFile, error) {
 	return f, err
 }
 
-// ClaimFile returns the claim file recorded for a claim; ErrNotFound if none.
+// ClaimFile returns a claim's latest claim file: the one of the run that
+// ended it (a dead-lettered run's, until a redrive ends it); ErrNotFound if
+// none.
 func (s *Store) ClaimFile(ctx context.Context, claimID string) (ClaimFile, error) {
-	f, err := scanClaimFile(s.queryRow(ctx, `SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ?`, claimID))
+	f, err := scanClaimFile(s.queryRow(ctx, `SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? ORDER BY log_index DESC LIMIT 1`, claimID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ClaimFile{}, fmt.Errorf("store: claim file of %s: %w", claimID, ErrNotFound)
 	}
 	return f, err
 }
 
-// AppendClaimFile records a claim's file as the next leaf of the log, once
-// per claim ever: when the claim has one already (an earlier attempt wrote
-// it), that one is returned with existed true, and f is not recorded.
+// ClaimFileOfRun returns the claim file a run wrote; ErrNotFound if none.
+func (s *Store) ClaimFileOfRun(ctx context.Context, claimID, runID string) (ClaimFile, error) {
+	f, err := scanClaimFile(s.queryRow(ctx, `SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? AND run_id = ?`, claimID, runID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ClaimFile{}, fmt.Errorf("store: claim file of %s run %s: %w", claimID, runID, ErrNotFound)
+	}
+	return f, err
+}
+
+// AppendClaimFile records a run's claim file as the next leaf of the log,
+// once per run: when the run has one already (an earlier attempt wrote it),
+// that one is returned with existed true, and f is not recorded.
 func (s *Store) AppendClaimFile(ctx context.Context, f ClaimFile) (ClaimFile, bool, error) {
 	t, err := s.begin(ctx)
 	if err != nil {
@@ -59,7 +70,8 @@ func (s *Store) AppendClaimFile(ctx context.Context, f ClaimFile) (ClaimFile, bo
 	if err := t.lock(ctx, `SELECT size FROM claim_file_log WHERE id = 1`).Scan(&size); err != nil {
 		return ClaimFile{}, false, fmt.Errorf("store: claim-file log: %w", err)
 	}
-	held, err := scanClaimFile(t.QueryRowContext(ctx, t.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ?`), f.ClaimID))
+	held, err := scanClaimFile(t.QueryRowContext(ctx, t.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? AND run_id = ?`),
+		f.ClaimID, f.RunID))
 	if err == nil {
 		return held, true, nil
 	}
@@ -84,6 +96,25 @@ func (s *Store) AppendClaimFile(ctx context.Context, f ClaimFile) (ClaimFile, bo
 // ClaimFiles returns the log in order: leaf i is ClaimFiles()[i].
 func (s *Store) ClaimFiles(ctx context.Context) ([]ClaimFile, error) {
 	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files ORDER BY log_index`))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ClaimFile
+	for rows.Next() {
+		f, err := scanClaimFile(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// ClaimFilesOf returns a claim's files in log order: one, or a dead-lettered
+// run's and then the one of the run that ended the claim.
+func (s *Store) ClaimFilesOf(ctx context.Context, claimID string) ([]ClaimFile, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? ORDER BY log_index`), claimID)
 	if err != nil {
 		return nil, err
 	}

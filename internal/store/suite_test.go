@@ -638,8 +638,17 @@ func TestClaimFilesAppendOncePerClaimInOrder(t *testing.T) {
 		}
 		held, existed, err := s.AppendClaimFile(ctx, file("claim-03", "another"))
 		require.NoError(t, err)
-		assert.True(t, existed, "a claim's file is written once")
+		assert.True(t, existed, "a run's file is written once")
 		assert.Equal(t, fmt.Sprintf("%064d", 3), held.SHA256)
+		redriven := file("claim-03", "redriven")
+		redriven.RunID = "run-claim-03-redriven"
+		held, existed, err = s.AppendClaimFile(ctx, redriven)
+		require.NoError(t, err)
+		assert.False(t, existed, "the run that ends a redriven claim writes its own")
+		assert.Equal(t, uint64(20), held.LogIndex)
+		latest, err := s.ClaimFile(ctx, "claim-03")
+		require.NoError(t, err)
+		assert.Equal(t, "redriven", latest.SHA256, "the claim's latest file is the last run's")
 		got, err := s.ClaimFile(ctx, "claim-03")
 		require.NoError(t, err)
 		assert.Equal(t, retain, got.RetainUntil)

@@ -1,10 +1,11 @@
 -- +goose Up
--- The claim file: one dossier per closed claim, in the blob store, each a
--- leaf of the claim-file log (an RFC 6962 Merkle tree, leaf i at
--- log_index i). The head row numbers the leaves: an append locks it, so
--- two workers never take the same index.
+-- The claim file: one dossier per run that ends a claim (a dead-lettered
+-- run writes one, and so does the redrive that ends it), each a leaf of
+-- the claim-file log (an RFC 6962 Merkle tree, leaf i at log_index i).
+-- The head row numbers the leaves: an append locks it, so two workers
+-- never take the same index.
 CREATE TABLE claim_files (
-	claim_id     TEXT PRIMARY KEY,
+	claim_id     TEXT NOT NULL,
 	run_id       TEXT NOT NULL,
 	key          TEXT NOT NULL,
 	uri          TEXT NOT NULL,
@@ -14,7 +15,8 @@ CREATE TABLE claim_files (
 	leaf_hash    TEXT NOT NULL,
 	outcome      TEXT NOT NULL,
 	retain_until TIMESTAMPTZ NOT NULL,
-	written_at   TIMESTAMPTZ NOT NULL
+	written_at   TIMESTAMPTZ NOT NULL,
+	PRIMARY KEY (claim_id, run_id)
 );
 CREATE TABLE claim_file_log (
 	id   INTEGER PRIMARY KEY CHECK (id = 1),
