@@ -95,26 +95,17 @@ func (s *Store) AppendClaimFile(ctx context.Context, f ClaimFile) (ClaimFile, bo
 
 // ClaimFiles returns the log in order: leaf i is ClaimFiles()[i].
 func (s *Store) ClaimFiles(ctx context.Context) ([]ClaimFile, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files ORDER BY log_index`))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ClaimFile
-	for rows.Next() {
-		f, err := scanClaimFile(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, f)
-	}
-	return out, rows.Err()
+	return s.claimFiles(ctx, `SELECT `+claimFileColumns+` FROM claim_files ORDER BY log_index`)
 }
 
 // ClaimFilesOf returns a claim's files in log order: one, or a dead-lettered
 // run's and then the one of the run that ended the claim.
 func (s *Store) ClaimFilesOf(ctx context.Context, claimID string) ([]ClaimFile, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? ORDER BY log_index`), claimID)
+	return s.claimFiles(ctx, `SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? ORDER BY log_index`, claimID)
+}
+
+func (s *Store) claimFiles(ctx context.Context, q string, args ...any) ([]ClaimFile, error) {
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
 	if err != nil {
 		return nil, err
 	}
