@@ -103,12 +103,17 @@ func (r *records) read(ctx context.Context, id string) (store.ClaimFile, []byte,
 	if err != nil {
 		return row, nil, err
 	}
+	body, err := r.body(ctx, row)
+	return row, body, err
+}
+
+// body reads the claim file a row names.
+func (r *records) body(ctx context.Context, row store.ClaimFile) ([]byte, error) {
 	key, ok := r.bs.Key(row.URI)
 	if !ok {
-		return row, nil, fmt.Errorf("claim file of %s: %s is not in the blob store %s", id, row.URI, config.Get("BLOB_URL", "(default)"))
+		return nil, fmt.Errorf("claim file of %s: %s is not in the blob store %s", row.ClaimID, row.URI, config.Get("BLOB_URL", "(default)"))
 	}
-	body, err := r.bs.ReadKey(ctx, key, blobs.DefaultMaxSize)
-	return row, body, err
+	return r.bs.ReadKey(ctx, key, blobs.DefaultMaxSize)
 }
 
 // checkpoint signs and publishes the log's checkpoint now.
@@ -416,12 +421,7 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 	}
 	var latest claimfile.File
 	for _, row := range rows {
-		key, ok := r.bs.Key(row.URI)
-		if !ok {
-			add(row.URI, "is not in this blob store")
-			continue
-		}
-		body, err := r.bs.ReadKey(ctx, key, blobs.DefaultMaxSize)
+		body, err := r.body(ctx, row)
 		if err != nil {
 			add("blob store", "the claim file cannot be read: %v", err)
 			continue

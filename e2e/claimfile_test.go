@@ -96,9 +96,9 @@ func TestEveryOutcomeLeavesOneClaimFileThatVerifies(t *testing.T) {
 		withdrawn: "The claim was withdrawn; nothing was paid.",
 		expired:   "Nobody decided the request before it expired",
 	} {
-		out, err := w.ctl("export", id, "--out", filepath.Join(t.TempDir(), "bundle"))
+		dir := filepath.Join(t.TempDir(), "bundle")
+		out, err := w.ctl("export", id, "--out", dir)
 		require.NoError(t, err, out)
-		dir := strings.TrimSpace(out[strings.LastIndex(out, " in ")+4:])
 		out, err = w.ctl("verify", "--bundle", dir, "--ledger-pub", envValue(w.env, "LEDGER_KEY")+".pub")
 		assert.NoError(t, err, "%s offline: %s", id, out)
 		assert.Contains(t, out, basis, id)

@@ -172,6 +172,15 @@ type docView struct {
 	Kind   string // "image", "pdf" or ""
 }
 
+// documentViews are a claim's documents as the page shows them.
+func documentViews(c claim.Claim) []docView {
+	var out []docView
+	for i, d := range c.Documents {
+		out = append(out, docView{N: i, Name: d.Name, Size: d.Size, SHA256: d.SHA256, Kind: viewKinds[strings.ToLower(path.Ext(d.Name))]})
+	}
+	return out
+}
+
 // viewKinds are the document types the page shows inline, by extension;
 // the /view endpoint checks the bytes say the same.
 var viewKinds = map[string]string{".jpg": "image", ".jpeg": "image", ".png": "image", ".gif": "image", ".webp": "image", ".pdf": "pdf"}
@@ -229,10 +238,7 @@ func (s *server) load(ctx context.Context, id string, v viewer) (claimView, int,
 		return cv, http.StatusBadGateway, "the claim's history cannot be read", err
 	}
 	fromStory(read, &cv)
-	for i, d := range cv.Claim.Documents {
-		cv.Documents = append(cv.Documents, docView{N: i, Name: d.Name, Size: d.Size, SHA256: d.SHA256,
-			Kind: viewKinds[strings.ToLower(path.Ext(d.Name))]})
-	}
+	cv.Documents = documentViews(cv.Claim)
 	if cv.CanDecide {
 		cv.Colleagues = colleagues(v, st, cv.Claim.Claimant)
 	}
@@ -544,10 +550,7 @@ func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (cla
 		steps = append(steps, &story.Step{Activity: step.Activity, Local: step.Local, Attempt: step.Attempt, Outcome: step.Outcome, Output: step.Output})
 	}
 	fromStory(&story.Story{ClaimID: cv.ID, Steps: steps}, &cv)
-	for i, d := range cv.Claim.Documents {
-		cv.Documents = append(cv.Documents, docView{N: i, Name: d.Name, Size: d.Size, SHA256: d.SHA256,
-			Kind: viewKinds[strings.ToLower(path.Ext(d.Name))]})
-	}
+	cv.Documents = documentViews(cv.Claim)
 	return cv, 0, "", nil
 }
 

@@ -113,11 +113,6 @@ type Document struct {
 	Size   int64  `json:"size"`
 }
 
-// Run names the run a file is written for.
-type Run struct {
-	Namespace, WorkflowID, RunID, TaskQueue string
-}
-
 // FromHistory fills the file's input, steps, messages and timeline from
 // the run's history, decoding payloads with dc (the worker's: it decrypts
 // what the codec encrypted, so the file is readable without the keys).

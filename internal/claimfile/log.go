@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -161,9 +160,6 @@ func (p Proof) Decode() ([][]byte, error) {
 	}
 	return out, nil
 }
-
-// ErrNotCovered: the checkpoint is older than the claim file.
-var ErrNotCovered = errors.New("the checkpoint does not cover this claim file yet")
 
 // Encode writes v as the indented JSON every claim-file artefact uses.
 func Encode(v any) ([]byte, error) {

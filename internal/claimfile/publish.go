@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/transparency-dev/formats/log"
+
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
@@ -46,6 +48,15 @@ func Leaves(ctx context.Context, st *store.Store) ([]store.ClaimFile, [][]byte, 
 // two publishing the same size write the same bytes (Ed25519 signatures
 // are deterministic), and the second finds it there.
 func Publish(ctx context.Context, st *store.Store, bs *blobs.Store, key LedgerKey, namespace string, retainUntil time.Time) (Checkpoint, bool, error) {
+	// The log has not grown since the last checkpoint: nothing to read.
+	if size, err := st.ClaimFileLogSize(ctx); err == nil {
+		if note, err := ReadCheckpoint(ctx, bs, size); err == nil {
+			var cp log.Checkpoint
+			if _, err := cp.Unmarshal(note); err == nil && cp.Size == size {
+				return Checkpoint{Checkpoint: cp, Note: note}, false, nil
+			}
+		}
+	}
 	_, leaves, err := Leaves(ctx, st)
 	if err != nil {
 		return Checkpoint{}, false, err

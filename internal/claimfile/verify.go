@@ -6,10 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -331,9 +331,6 @@ func Digest(file []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ErrProblems wraps a failed verification.
-var ErrProblems = errors.New("the claim file does not verify")
-
 func short(h string) string {
 	if len(h) > 12 {
 		return h[:12]
@@ -341,7 +338,7 @@ func short(h string) string {
 	return h
 }
 
-func trimKey(k string) string { return string(bytes.TrimSpace([]byte(k))) }
+func trimKey(k string) string { return strings.TrimSpace(k) }
 
 // LastRead is the claim as the run last read it from the system of record
 // (intake, or the re-read after a wait).

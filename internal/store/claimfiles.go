@@ -120,3 +120,10 @@ func (s *Store) claimFiles(ctx context.Context, q string, args ...any) ([]ClaimF
 	}
 	return out, rows.Err()
 }
+
+// ClaimFileLogSize is how many claim files the log holds.
+func (s *Store) ClaimFileLogSize(ctx context.Context) (uint64, error) {
+	var size uint64
+	err := s.queryRow(ctx, `SELECT size FROM claim_file_log WHERE id = 1`).Scan(&size)
+	return size, err
+}
