@@ -365,4 +365,42 @@ func TestAttackAnAdjusterCannotOpenAClaimAboveTheirLimit(t *testing.T) {
 	sup := b.signIn("supervisor-3")
 	b.open(sup, id)
 	assert.Contains(t, b.text(sup, "main"), "Ada Lovelace")
+
+	// After Temporal forgets the run the page is read from the claim file,
+	// and the same rule holds: the supervisor who rejected it sees it, the
+	// adjusters still do not, nor its document.
+	out, err := b.decideRaw(id, b.receipt("reject", id, "supervisor-3", "--reason", "the invoice is forged"))
+	require.NoError(t, err, out)
+	require.Equal(t, workflows.StatusRejected, b.result(id).Status)
+	out, err = b.cli("workflow", "delete", "--workflow-id", id)
+	require.NoError(t, err, out)
+	require.Eventually(t, func() bool {
+		_, err := b.cli("workflow", "describe", "--workflow-id", id)
+		return err != nil
+	}, testTimeout, pollEvery, "the run's history is deleted")
+	b.open(sup, id)
+	assert.Contains(t, b.text(sup, "main"), "Read from the claim's file")
+	for _, who := range []string{"adjuster-9", "adjuster-17"} {
+		ctx := b.signIn(who)
+		for _, path := range []string{"/claims/" + id, "/claims/" + id + "/documents/0", "/claims/" + id + "/documents/0/view"} {
+			require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.inbox+path), chromedp.WaitVisible(chromedp.CSS("main"))))
+			page := b.text(ctx, "main")
+			assert.Contains(t, page, "not for you", "%s %s", who, path)
+			for _, secret := range []string{"Ada Lovelace", "acct_1Ada", "a.jpg", "9000.00", "forged"} {
+				assert.NotContains(t, page, secret, "%s saw %s at %s", who, secret, path)
+			}
+		}
+	}
+
+	// A claim file edited in the blob store is not shown as the record.
+	files := b.claimFiles(id)
+	require.Len(t, files, 1)
+	body, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(files[0], 0o600))
+	require.NoError(t, os.WriteFile(files[0], []byte(strings.Replace(string(body), "the invoice is forged", "the invoice is fine!!", 1)), 0o600))
+	require.NoError(t, chromedp.Do(sup, chromedp.Navigate(b.inbox+"/claims/"+id), chromedp.WaitVisible(chromedp.CSS("main"))))
+	page := b.text(sup, "main")
+	assert.Contains(t, page, "the claim's file does not verify")
+	assert.NotContains(t, page, "the invoice is fine")
 }

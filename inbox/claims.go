@@ -525,6 +525,11 @@ func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (cla
 		if err != nil {
 			return cv, http.StatusBadGateway, "the claim's file cannot be read", err
 		}
+		// A claim file is stored under its own SHA-256: one edited in place
+		// no longer is.
+		if claimfile.Digest(body)+".json" != path.Base(k) {
+			return cv, http.StatusBadGateway, "the claim's file does not verify: " + path.Base(k) + " is not its SHA-256", nil
+		}
 		var one claimfile.File
 		if err := json.Unmarshal(body, &one); err != nil || one.ClaimID != cv.ID {
 			return cv, http.StatusBadGateway, "the claim's file is not readable", err
@@ -543,6 +548,13 @@ func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (cla
 	}
 	if !mayView(v.Approver, st) {
 		return cv, http.StatusForbidden, "this claim is not for you", nil
+	}
+	// The inbox holds no ledger key or store: it shows a file only if the
+	// file holds together (its name is its digest; its record's digest,
+	// every receipt against its key and request); claimsctl verify proves
+	// it against the signed log.
+	if ps := f.Check(); len(ps) > 0 {
+		return cv, http.StatusBadGateway, "the claim's file does not verify: " + ps[0].String(), nil
 	}
 	cv.Status, cv.Approval, cv.Terminal, cv.FromFile = st, st.Approval, true, claimFileNote(key, f)
 	steps := make([]*story.Step, 0, len(f.Steps))
