@@ -48,6 +48,10 @@ type triageSpan struct {
 	// are those history recorded, with the worker that held each.
 	lost       int
 	interrupts []interruption
+	// retries counts the triage turns' local attempts that failed and ran
+	// again within their task (marker attempt - 1): each asked the model
+	// for an answer that was never recorded.
+	retries int
 }
 
 // interruption is one workflow task that did not complete.
@@ -119,6 +123,9 @@ func readHistory(ctx context.Context, c client.Client, id string) (historyFacts,
 			typ, attempt := localActivity(ev)
 			if attempt > 1 {
 				h.localRetries++
+				if typ == activityTriage || typ == activityTurn {
+					h.triage.retries += int(attempt) - 1
+				}
 			}
 			if (typ == activityTriage || typ == activityTurn) && !h.triage.recorded {
 				h.triage.recorded = true

@@ -12,6 +12,7 @@ import (
 const (
 	causeKill    = "kill"
 	causeRestart = "server restart"
+	causeRetry   = "local retry"
 )
 
 // checkModelCalls: the usage ledger shows each model step asked once, or
@@ -68,6 +69,8 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 			v.sum.ModelRepeats.ByKill++
 		case causeRestart:
 			v.sum.ModelRepeats.ByServerRestart++
+		case causeRetry:
+			v.sum.ModelRepeats.ByRetry++
 		default:
 			v.sum.ModelRepeats.Unexplained++
 			v.fail(id, "model calls", "%s asked %d times: %s", step.key, n, why)
@@ -85,6 +88,12 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 // while the attempts history leaves out were running.
 func (v *verifier) explainTriage(f *claimFacts, n int) (string, string) {
 	t := f.hist.triage
+	if n-1 <= t.retries {
+		// A local attempt failed after the model answered (its ledger write,
+		// say, in a PostgreSQL crash) and its retry asked again: the answer
+		// had not been recorded.
+		return causeRetry, ""
+	}
 	if n-1 > t.lost {
 		return "", fmt.Sprintf("only %d workflow task attempt(s) were lost before its answer was recorded", t.lost)
 	}

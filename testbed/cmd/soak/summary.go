@@ -72,6 +72,7 @@ type summary struct {
 		Assess          int `json:"assess"`
 		ByKill          int `json:"by_kill"`
 		ByServerRestart int `json:"by_server_restart"`
+		ByRetry         int `json:"by_local_retry"`
 		Unexplained     int `json:"unexplained"`
 	} `json:"model_repeats"`
 	Decisions struct {
@@ -143,8 +144,9 @@ func (s *summary) print(w io.Writer) {
 	p("  workflow-task resumes %d timed out on a worker (%d attempts lost in all), %d moved off a dead worker's sticky queue, %d failed; %d local activity retries; %d claims resumed at least once",
 		s.Resumes.WorkflowTaskTimeouts, s.Resumes.WorkflowTaskAttemptsLost, s.Resumes.StickyQueueTimeouts, s.Resumes.WorkflowTaskFailures,
 		s.Resumes.LocalActivityRetries, s.Resumes.ClaimsResumed)
-	p("  model repeats     %d claims had a model step asked again (triage %d, assess %d): %d where a kill landed in the step, %d across the server restart, %d unexplained",
-		s.ModelRepeats.Claims, s.ModelRepeats.Triage, s.ModelRepeats.Assess, s.ModelRepeats.ByKill, s.ModelRepeats.ByServerRestart, s.ModelRepeats.Unexplained)
+	p("  model repeats     %d claims had a model step asked again (triage %d, assess %d): %d where a kill landed in the step, %d across the server restart, %d after a failed local attempt, %d unexplained",
+		s.ModelRepeats.Claims, s.ModelRepeats.Triage, s.ModelRepeats.Assess, s.ModelRepeats.ByKill, s.ModelRepeats.ByServerRestart,
+		s.ModelRepeats.ByRetry, s.ModelRepeats.Unexplained)
 	p("  decisions         %d approve, %d reject via `temporal workflow signal`: %d signals sent, %d CLI failures retried, %d resends; claims recorded %d accepted, %d refused (%s)",
 		s.Decisions.Approve, s.Decisions.Reject, s.Decisions.Signals, s.Decisions.CLIFailures, s.Decisions.Resends, s.Decisions.Accepted, s.Decisions.Refused,
 		formatCounts(s.Decisions.RefusedWhy))
