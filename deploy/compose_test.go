@@ -143,7 +143,7 @@ func env(t *testing.T, s types.ServiceConfig, key string) string {
 func TestServicesExist(t *testing.T) {
 	p := loadRepo(t)
 	assert.ElementsMatch(t,
-		[]string{"postgresql", "temporal", "temporal-jwks", "temporal-admin-tools", "temporal-ui", "stripesim", "worker", "starter", "claimsctl",
+		[]string{"postgresql", "temporal", "temporal-jwks", "temporal-admin-tools", "temporal-archival-init", "temporal-ui", "stripesim", "worker", "starter", "claimsctl",
 			"prometheus", "grafana", claimsDBService, blobService, blobSetupJob, mailService},
 		p.ServiceNames())
 }
@@ -244,6 +244,20 @@ func TestTemporalStack(t *testing.T) {
 	assert.Equal(t, env(t, pg, "POSTGRES_PASSWORD"), env(t, tmp, "POSTGRES_PWD"))
 	assert.Equal(t, types.ServiceConditionHealthy, tmp.DependsOn["postgresql"].Condition)
 	assert.True(t, publishes(tmp, 7233), "temporal must publish 7233")
+	// History archival, the claim file's second copy: a volume of the
+	// server's, handed to its user before it starts, at the URI the
+	// admin job gives the namespace.
+	admin := service(t, p, "temporal-admin-tools")
+	uri := env(t, admin, "TEMPORAL_HISTORY_ARCHIVAL_URI")
+	require.True(t, strings.HasPrefix(uri, "file:///"), uri)
+	vol, _ := volumeFor(tmp, strings.TrimPrefix(uri, "file://"))
+	require.NotEmpty(t, vol, "the archival URI %s must be on a named volume of the temporal service", uri)
+	initJob := service(t, p, "temporal-archival-init")
+	assert.Equal(t, tmp.Image, initJob.Image, "the init job uses the server's image: nothing new to pin")
+	initVol, _ := volumeFor(initJob, strings.TrimPrefix(uri, "file://"))
+	assert.Equal(t, vol, initVol)
+	assert.Contains(t, initJob.Command[0], "chown -R 1000:1000")
+	assert.Equal(t, types.ServiceConditionCompletedSuccessfully, tmp.DependsOn["temporal-archival-init"].Condition)
 
 	ui := service(t, p, "temporal-ui")
 	assert.True(t, strings.HasPrefix(ui.Image, "temporalio/ui:2."), "ui image %q", ui.Image)
@@ -429,6 +443,12 @@ case "$1 $2 $3" in
 	[ "$n" -ge "$FAKE_READY_AFTER" ] ;;
 "operator namespace describe")
 	[ "$FAKE_NAMESPACE" = exists ] ;;
+"operator namespace update")
+	case "$FAKE_ARCHIVAL" in
+	elsewhere) echo "Error: unable to update namespace: Cannot update existing archival URI" >&2; exit 1 ;;
+	down) echo "Error: failed reaching server: connection refused" >&2; exit 1 ;;
+	*) echo "Namespace default update succeeded." ;;
+	esac ;;
 "operator namespace create")
 	case "$FAKE_NAMESPACE" in
 	missing) echo "Namespace registered." ;;
@@ -456,22 +476,25 @@ esac
 		readyAfter int
 		namespace  string
 		create     string
+		archival   string
 		wantOK     bool
 	}{
-		{"fresh server", 1, "missing", "ok", true},
-		{"server not ready at first", 2, "missing", "ok", true},
-		{"namespace and attributes already exist", 1, "exists", "exists", true},
-		{"namespace created meanwhile", 1, "raced", "ok", true},
-		{"new namespace not yet visible to the attributes", 1, "missing", "later", true},
-		{"namespace refused", 1, "denied", "ok", false},
-		{"existing attribute has another type", 1, "exists", "conflict", false},
-		{"server error", 1, "exists", "down", false},
+		{"fresh server", 1, "missing", "ok", "ok", true},
+		{"server not ready at first", 2, "missing", "ok", "ok", true},
+		{"namespace and attributes already exist", 1, "exists", "exists", "ok", true},
+		{"namespace created meanwhile", 1, "raced", "ok", "ok", true},
+		{"new namespace not yet visible to the attributes", 1, "missing", "later", "ok", true},
+		{"namespace already archives elsewhere", 1, "exists", "exists", "elsewhere", true},
+		{"namespace refused", 1, "denied", "ok", "ok", false},
+		{"archival refused", 1, "exists", "ok", "down", false},
+		{"existing attribute has another type", 1, "exists", "conflict", "ok", false},
+		{"server error", 1, "exists", "down", "ok", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
 			out, err := runJobScript(t, a, "temporal", fake, "FAKE_DIR="+state,
-				"FAKE_READY_AFTER="+strconv.Itoa(tc.readyAfter), "FAKE_NAMESPACE="+tc.namespace, "FAKE_CREATE="+tc.create)
+				"FAKE_READY_AFTER="+strconv.Itoa(tc.readyAfter), "FAKE_NAMESPACE="+tc.namespace, "FAKE_CREATE="+tc.create, "FAKE_ARCHIVAL="+tc.archival)
 			if tc.wantOK {
 				require.NoError(t, err, "output:\n%s", out)
 			} else {
@@ -480,7 +503,7 @@ esac
 			calls, rerr := os.ReadFile(filepath.Join(state, "calls"))
 			require.NoError(t, rerr)
 			lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-			want := tc.readyAfter + 2 // health until ready, describe, attributes
+			want := tc.readyAfter + 3 // health until ready, describe, archival, attributes
 			if tc.namespace != "exists" {
 				want++ // create
 			}
@@ -488,10 +511,17 @@ esac
 				want += 2 // the attributes again, until the namespace is visible
 			}
 			if tc.namespace == "denied" {
-				require.Len(t, lines, want-1, "calls:\n%s", calls)
-				assert.Contains(t, lines[len(lines)-1], "operator namespace create --address temporal:7233 --namespace default --retention 24h")
+				require.Len(t, lines, want-2, "calls:\n%s", calls)
+				assert.Contains(t, lines[len(lines)-1], "operator namespace create --address temporal:7233 --namespace default --retention 24h"+
+					" --history-archival-state enabled --history-uri file:///var/lib/temporal/archival/history")
 				return
 			}
+			if tc.archival == "down" {
+				require.Len(t, lines, want-1, "calls:\n%s", calls)
+				return
+			}
+			assert.Contains(t, string(calls), "operator namespace update --address temporal:7233 --namespace default"+
+				" --history-archival-state enabled --history-uri file:///var/lib/temporal/archival/history\n")
 			require.Len(t, lines, want, "calls:\n%s", calls)
 			assert.Equal(t,
 				"operator search-attribute create --address temporal:7233 --namespace default --name ClaimStatus --type Keyword --name ApprovalDeadline --type Datetime",
