@@ -208,7 +208,7 @@ func nameOf(c Caller) string {
 func activityLabel(name string) string {
 	switch name {
 	case "LoadClaim", "OpenApproval", "CallTool", "TriageTurn", "TriageClaim", "AssessClaim", "PayClaimant",
-		"NotifyClaimant", "RemindApprovers", "EscalateApproval", "CloseClaim", "WriteAudit", "ReconcilePayments":
+		"NotifyClaimant", "RemindApprovers", "EscalateApproval", "CloseClaim", "WriteAudit", "ReconcilePayments", "PublishApproval":
 		return name
 	}
 	return "other"

@@ -67,6 +67,8 @@ func TestAForeignRunGetsNothing(t *testing.T) {
 		{"RemindApprovers", a.RemindApprovers, NoticeInput{Key: key(claim.StepApproval, "remind"), ClaimID: c.ID}},
 		{"CloseClaim", a.CloseClaim, CloseInput{Key: key(claim.StepClose), ClaimID: c.ID, Outcome: "rejected"}},
 		{"WriteAudit", a.WriteAudit, AuditInput{Key: key(claim.StepAudit), ClaimID: c.ID, Record: json.RawMessage(`{}`)}},
+		{"PublishApproval", a.PublishApproval, QueueInput{ClaimID: c.ID, Open: true, Approval: approvals.Approval{Rev: 1, Stage: approvals.StageWaiting,
+			Request: approvals.Request{ClaimID: c.ID, AmountMinor: 64000, Currency: "usd"}}}},
 	}
 	for _, call := range calls {
 		_, err := as[json.RawMessage](t, a, rogue, call.fn, call.in)
@@ -84,6 +86,9 @@ func TestAForeignRunGetsNothing(t *testing.T) {
 	assert.Equal(t, store.StatusOpen, rec.Status)
 	assert.Equal(t, testRun, rec.RunID, "still the owner's")
 	assert.Empty(t, transfers(t, a, c.ID))
+	queued, err := a.Store.OpenQueue(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, queued, "nothing put in the approval queue")
 	calls2, err := a.Store.ModelCalls(context.Background(), c.ID)
 	require.NoError(t, err)
 	assert.Empty(t, calls2, "the insurer's model was not spent")

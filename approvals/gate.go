@@ -34,6 +34,10 @@ type Gate struct {
 	hooks    Hooks
 	recheck  bool
 	rechecks int
+	// changed: a vote or hand-off left the open wait open; the wait tells
+	// its OnChange hook (only when there is one). rev numbers the changes.
+	changed bool
+	rev     int64
 }
 
 // MaxRechecks bounds how often one wait reads the claim again on the
@@ -234,6 +238,7 @@ func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*D
 		h := HandedOn{From: c.approver.ID, To: c.verified.Receipt.AssignTo, Note: c.note, At: now, ReceiptID: c.verified.Receipt.ID}
 		a.Handoffs = append(a.Handoffs, h)
 		g.used[h.ReceiptID] = true
+		g.changed = g.hooks.OnChange != nil
 		workflow.GetLogger(ctx).Info("request handed on", "from", h.From, "to", h.To)
 		return &Decision{Verdict: Handoff, Approver: h.From, Role: string(c.approver.Role), Note: c.note, Channel: at.Channel,
 			Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256, HashBound: true, Proof: c.proof,
@@ -259,6 +264,7 @@ func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*D
 		a.Votes = append(a.Votes, d)
 	}
 	if c.verdict == Approve && len(a.Votes) < a.Quorum {
+		g.changed = g.hooks.OnChange != nil
 		workflow.GetLogger(ctx).Info("approval recorded; the quorum needs more", "approver", d.Approver, "votes", len(a.Votes), "quorum", a.Quorum)
 		return &d, nil
 	}

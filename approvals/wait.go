@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -47,7 +48,29 @@ type Approval struct {
 	// Handoffs record requests handed to a named colleague; the deadline
 	// keeps running.
 	Handoffs []HandedOn `json:"handoffs,omitempty"`
-	open     bool
+	// Rev counts the changes of the run's waits (opened, a vote, a
+	// hand-off, escalated, ended) up to this one's last: what the approval
+	// queue orders the run's writes by (Hooks.OnChange).
+	Rev  int64 `json:"rev,omitempty"`
+	open bool
+}
+
+// Open says whether the wait still takes decisions.
+func (a *Approval) Open() bool { return a.open }
+
+// Listing is the wait as an inbox lists it: no decision, no receipts, each
+// vote by its approver only, and the rationale cut short.
+func (a *Approval) Listing() Approval {
+	l := *a
+	l.Decision = nil
+	l.Votes = nil
+	for _, v := range a.Votes {
+		l.Votes = append(l.Votes, Decision{Verdict: v.Verdict, Approver: v.Approver, Role: v.Role, DecidedAt: v.DecidedAt, AmountMinor: v.AmountMinor})
+	}
+	if len(l.Request.Rationale) > 512 {
+		l.Request.Rationale = strings.ToValidUTF8(l.Request.Rationale[:512], "") + "…"
+	}
+	return l
 }
 
 // HandedOn records an approver handing the request to a named colleague.
@@ -136,6 +159,11 @@ type Hooks struct {
 	Remind func(ctx workflow.Context, a *Approval) error
 	// Escalate runs once when the TTL expires (notify the supervisors).
 	Escalate func(ctx workflow.Context, a *Approval) error
+	// OnChange runs after each change an inbox lists: the wait opened, a
+	// vote or a hand-off that leaves it open, its escalation, and its end
+	// (a.Open() false). The approval queue is kept this way. Nil for runs
+	// before the queue: then nothing wakes the wait early.
+	OnChange func(ctx workflow.Context, a *Approval) error
 }
 
 // Await parks the workflow until a decision, reminding the adjusters, then
@@ -157,16 +185,39 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 			a.Quorum = 2
 		}
 	}
-	g.current, g.wait, g.hooks, g.rechecks, g.recheck = a, w, hooks, 0, false
+	g.current, g.wait, g.hooks, g.rechecks, g.recheck, g.changed = a, w, hooks, 0, false, false
 	g.past = append(g.past, a)
-	defer func() { a.open = false }()
-
-	if err := onStage(ctx, hooks, a); err != nil {
-		return a, err
+	err := g.await(ctx, a, w, pol, hooks)
+	a.open = false
+	if err == nil {
+		g.change(ctx, a)
 	}
+	return a, err
+}
+
+// change tells the OnChange hook the wait's state at the next revision. A
+// failure is logged, not the wait's: the queue is a projection, and the
+// next change (or the healer) writes the whole state again.
+func (g *Gate) change(ctx workflow.Context, a *Approval) {
+	g.changed = false
+	if g.hooks.OnChange == nil {
+		return
+	}
+	g.rev++
+	a.Rev = g.rev
+	if err := g.hooks.OnChange(ctx, a); err != nil {
+		workflow.GetLogger(ctx).Warn("approval queue not updated", "rev", a.Rev, "error", err)
+	}
+}
+
+func (g *Gate) await(ctx workflow.Context, a *Approval, w Wait, pol Policy, hooks Hooks) error {
+	if err := onStage(ctx, hooks, a); err != nil {
+		return err
+	}
+	g.change(ctx, a)
 	if !a.RemindAt.IsZero() {
 		if done, err := g.until(ctx, a, a.RemindAt, w.NotAfter); done || err != nil {
-			return a, err
+			return err
 		}
 		// A failed notice does not stop the clock: the failure is in history.
 		if err := hooks.Remind(ctx, a); err != nil {
@@ -175,21 +226,22 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 		a.Reminded = true
 	}
 	if done, err := g.until(ctx, a, a.Deadline, w.NotAfter); done || err != nil {
-		return a, err
+		return err
 	}
 
 	a.Stage, a.Deadline = StageEscalated, workflow.Now(ctx).UTC().Add(pol.EscalationTTL)
 	a.ExpiresAt = a.Deadline
 	if err := onStage(ctx, hooks, a); err != nil {
-		return a, err
+		return err
 	}
+	g.change(ctx, a)
 	if hooks.Escalate != nil {
 		if err := hooks.Escalate(ctx, a); err != nil {
 			workflow.GetLogger(ctx).Error("escalation notice failed", "error", err)
 		}
 	}
 	if done, err := g.until(ctx, a, a.Deadline, w.NotAfter); done || err != nil {
-		return a, err
+		return err
 	}
 
 	a.Expired = true
@@ -198,7 +250,7 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 			Note:      "approved by the escalation policy's final outcome: nobody decided by the deadline",
 			DecidedAt: workflow.Now(ctx).UTC(), Request: a.Request, RequestSHA256: a.RequestSHA256}
 	}
-	return a, nil
+	return nil
 }
 
 // until waits for a decision until t, or notAfter if that comes first. It
@@ -209,15 +261,21 @@ func (g *Gate) until(ctx workflow.Context, a *Approval, t, notAfter time.Time) (
 		t = notAfter
 	}
 	for {
-		if a.Decision == nil && !g.recheck {
+		if a.Decision == nil && !g.recheck && !g.changed {
 			if left := t.Sub(workflow.Now(ctx)); left > 0 {
-				if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return a.Decision != nil || g.recheck }); err != nil {
+				if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return a.Decision != nil || g.recheck || g.changed }); err != nil {
 					return true, err
 				}
 			}
 		}
 		if a.Decision != nil {
 			return true, nil
+		}
+		if g.changed {
+			// A vote or a hand-off that leaves the wait open: the queue
+			// learns it, and the wait goes on to the same deadline.
+			g.change(ctx, a)
+			continue
 		}
 		if !g.recheck || g.hooks.Recheck == nil {
 			break

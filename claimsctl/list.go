@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
@@ -16,7 +18,11 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -32,6 +38,11 @@ type claimRow struct {
 }
 
 func listClaims(ctx context.Context, c client.Client, query string) ([]claimRow, error) {
+	return listClaimsLimit(ctx, c, query, 0)
+}
+
+// listClaimsLimit is listClaims stopping after limit rows (0: all).
+func listClaimsLimit(ctx context.Context, c client.Client, query string, limit int) ([]claimRow, error) {
 	q := fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
 	if query != "" {
 		q += " AND " + query
@@ -62,6 +73,9 @@ func listClaims(ctx context.Context, c client.Client, query string) ([]claimRow,
 				r.Closed = &t
 			}
 			rows = append(rows, r)
+			if limit > 0 && len(rows) == limit {
+				return rows, nil
+			}
 		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
 			return rows, nil
@@ -69,13 +83,28 @@ func listClaims(ctx context.Context, c client.Client, query string) ([]claimRow,
 	}
 }
 
-// list prints claims from visibility, newest first.
+// list prints claims: those waiting for a decision from the approval
+// queue (oldest deadline first, a page at a time, with counts), any other
+// status from visibility (newest first, the first --limit).
 func list(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	status := fs.String("status", "", "only claims with this ClaimStatus (running, waiting, escalated, paid, …)")
+	limit := fs.Int("limit", 50, "at most this many rows")
+	after := fs.String("after", "", "waiting claims: the page after this one (the cursor the last page printed)")
+	currency := fs.String("currency", "", "waiting claims: only in this currency")
+	approver := fs.String("approver", "", "waiting claims: only those this approver may decide now (APPROVERS_FILE)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *limit <= 0 || *limit > 10000 {
+		return fmt.Errorf("--limit %d: want 1 to 10000", *limit)
+	}
+	if *status == workflows.StatusWaiting || *status == workflows.StatusEscalated {
+		return listQueue(ctx, out, *status, *currency, *approver, *after, *limit, *asJSON)
+	}
+	if *after != "" || *currency != "" || *approver != "" {
+		return errors.New("--after, --currency and --approver apply to --status waiting or escalated")
 	}
 	c, err := dial(ctx)
 	if err != nil {
@@ -86,7 +115,12 @@ func list(ctx context.Context, args []string, out io.Writer) error {
 	if *status != "" {
 		q = fmt.Sprintf("%s = %q", workflows.ClaimStatusKey.GetName(), *status)
 	}
-	rows, err := listClaims(ctx, c, q)
+	total, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace(),
+		Query: fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType) + map[bool]string{true: " AND " + q, false: ""}[q != ""]})
+	if err != nil {
+		return err
+	}
+	rows, err := listClaimsLimit(ctx, c, q, *limit)
 	if err != nil {
 		return err
 	}
@@ -94,6 +128,7 @@ func list(ctx context.Context, args []string, out io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(out).Encode(rows)
 	}
+	fmt.Fprintf(out, "%d claims; the %d newest:\n", total.GetCount(), len(rows))
 	fmt.Fprintf(out, "%-28s %-14s %-10s %-20s %s\n", "CLAIM", "STATUS", "RUN", "STARTED", "APPROVAL DEADLINE")
 	for _, r := range rows {
 		deadline := ""
@@ -101,6 +136,101 @@ func list(ctx context.Context, args []string, out io.Writer) error {
 			deadline = r.ApprovalDeadline.Format(time.RFC3339)
 		}
 		fmt.Fprintf(out, "%-28s %-14s %-10s %-20s %s\n", r.ClaimID, r.ClaimStatus, r.Execution, r.Started.Format(time.RFC3339), deadline)
+	}
+	return nil
+}
+
+// queueRow is one waiting claim as the approval queue lists it.
+type queueRow struct {
+	ClaimID    string    `json:"claim_id"`
+	RunID      string    `json:"run_id"`
+	Stage      string    `json:"stage"`
+	Deadline   time.Time `json:"deadline"`
+	Amount     string    `json:"amount"`
+	Currency   string    `json:"currency"`
+	Quorum     int       `json:"quorum"`
+	Voters     []string  `json:"voters,omitempty"`
+	AssignedTo string    `json:"assigned_to,omitempty"`
+	PayeeName  string    `json:"payee_name,omitempty"`
+	Reasons    []string  `json:"reasons,omitempty"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
+
+// queuePage is what --json prints for waiting claims.
+type queuePage struct {
+	Counts store.QueueCounts `json:"counts"`
+	Claims []queueRow        `json:"claims"`
+	// Next is the --after of the next page; empty on the last.
+	Next string `json:"next,omitempty"`
+}
+
+func listQueue(ctx context.Context, out io.Writer, stage, currency, approver, after string, limit int, asJSON bool) error {
+	f := store.QueueFilter{Stage: stage, Currency: strings.ToLower(currency)}
+	if approver != "" {
+		book, err := authority.Load(config.Get("APPROVERS_FILE", ""))
+		if err != nil {
+			return err
+		}
+		ap, ok := book.Approvers.Find(approver)
+		if !ok {
+			return fmt.Errorf("--approver %s: not in the approver directory", approver)
+		}
+		f.Viewer = &store.QueueViewer{ID: ap.ID, Supervisor: ap.Role == authority.Supervisor, Limits: ap.Limits}
+	}
+	var cur *store.QueueCursor
+	if after != "" {
+		c, err := store.ParseQueueCursor(after)
+		if err != nil {
+			return fmt.Errorf("--after: %v", err)
+		}
+		cur = &c
+	}
+	st, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	rows, err := st.ApprovalQueue(ctx, f, cur, limit+1)
+	if err != nil {
+		return err
+	}
+	counts, err := st.CountQueue(ctx, f)
+	if err != nil {
+		return err
+	}
+	p := queuePage{Counts: counts, Claims: []queueRow{}}
+	if len(rows) > limit {
+		rows = rows[:limit]
+		last := rows[len(rows)-1]
+		p.Next = store.CursorAfter(last).String()
+	}
+	for _, r := range rows {
+		q := queueRow{ClaimID: r.ClaimID, RunID: r.RunID, Stage: r.Stage, Deadline: r.Deadline, Amount: claim.FormatAmount(r.AmountMinor, r.Currency),
+			Currency: r.Currency, Quorum: r.Quorum, Voters: r.Voters, AssignedTo: r.AssignedTo, UpdatedAt: r.UpdatedAt}
+		var a approvals.Approval
+		if json.Unmarshal(r.Summary, &a) == nil {
+			q.PayeeName, q.Reasons = a.Request.PayeeName, a.Request.Reasons
+		}
+		p.Claims = append(p.Claims, q)
+	}
+	if asJSON {
+		return json.NewEncoder(out).Encode(p)
+	}
+	fmt.Fprintf(out, "%d waiting for a decision (%d waiting, %d escalated); %d match; from the approval queue, oldest deadline first:\n",
+		counts.Total, counts.ByStage[workflows.StatusWaiting], counts.ByStage[workflows.StatusEscalated], counts.Matching)
+	fmt.Fprintf(out, "%-28s %-10s %-20s %14s %-4s %s\n", "CLAIM", "STAGE", "DEADLINE", "AMOUNT", "CUR", "VOTES / HANDED TO")
+	for _, r := range p.Claims {
+		who := ""
+		if r.Quorum > 1 {
+			who = fmt.Sprintf("%d of %d %s", len(r.Voters), r.Quorum, strings.Join(r.Voters, ","))
+		}
+		if r.AssignedTo != "" {
+			who = strings.TrimSpace(who + " → " + r.AssignedTo)
+		}
+		fmt.Fprintf(out, "%-28s %-10s %-20s %14s %-4s %s\n", r.ClaimID, r.Stage, r.Deadline.Format(time.RFC3339), r.Amount, r.Currency, who)
+	}
+	if p.Next != "" {
+		fmt.Fprintf(out, "next page: claimsctl list --status %s --after %s\n", stage, p.Next)
 	}
 	return nil
 }
@@ -123,6 +253,7 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 	factor := fs.Float64("factor", 10, "stuck when idle longer than this many p95 step times")
 	floor := fs.Duration("floor", 30*time.Second, "never call a claim stuck before it has been idle this long")
 	sample := fs.Int("sample", 50, "recently completed claims to learn the p95 step time from")
+	maxRead := fs.Int("max", 500, "read the last event of at most this many claims at work")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return 0, err
@@ -141,18 +272,42 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 	now := time.Now()
 	var found []stuckClaim
 
-	running, err := listClaims(ctx, c, "ExecutionStatus = 'Running'")
+	// Waits past their deadline, from the approval queue: oldest deadline
+	// first, so only the overdue are read.
+	st, err := openStore()
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	var cur *store.QueueCursor
+	for overdue := true; overdue; {
+		page, err := st.ApprovalQueue(ctx, store.QueueFilter{}, cur, 500)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range page {
+			if now.Sub(r.Deadline) <= *floor {
+				overdue = false
+				break
+			}
+			found = append(found, stuckClaim{ClaimID: r.ClaimID, ClaimStatus: r.Stage, Idle: now.Sub(r.Deadline),
+				Why: fmt.Sprintf("wait past its deadline %s (is any worker running?)", r.Deadline.Format(time.RFC3339))})
+		}
+		if len(page) < 500 {
+			break
+		}
+		next := store.CursorAfter(page[len(page)-1])
+		cur = &next
+	}
+	// Claims at work: only those started before the threshold can have been
+	// idle that long, so only their last event is read (at most --max).
+	old := fmt.Sprintf("ExecutionStatus = 'Running' AND %s = %q AND StartTime < %q", workflows.ClaimStatusKey.GetName(),
+		workflows.StatusRunning, now.Add(-threshold).UTC().Format(time.RFC3339Nano))
+	running, err := listClaimsLimit(ctx, c, old, *maxRead)
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range running {
-		if r.ClaimStatus == workflows.StatusWaiting || r.ClaimStatus == workflows.StatusEscalated {
-			if r.ApprovalDeadline != nil && now.Sub(*r.ApprovalDeadline) > *floor {
-				found = append(found, stuckClaim{ClaimID: r.ClaimID, ClaimStatus: r.ClaimStatus, Idle: now.Sub(*r.ApprovalDeadline),
-					Why: fmt.Sprintf("wait past its deadline %s (is any worker running?)", r.ApprovalDeadline.Format(time.RFC3339))})
-			}
-			continue
-		}
 		last, err := lastEvent(ctx, c, r.ClaimID, r.RunID)
 		if err != nil {
 			return 0, err
@@ -161,6 +316,9 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 			found = append(found, stuckClaim{ClaimID: r.ClaimID, ClaimStatus: r.ClaimStatus, Idle: idle, LastEvent: last,
 				Why: fmt.Sprintf("no step progress for %s (threshold %s = %.0f × p95 step %s)", idle.Round(time.Second), threshold.Round(time.Second), *factor, p95.Round(time.Millisecond))})
 		}
+	}
+	if len(running) == *maxRead && !*asJSON {
+		fmt.Fprintf(out, "read the last event of the first %d claims older than %s only (--max)\n", *maxRead, threshold.Round(time.Second))
 	}
 	if *asJSON {
 		if err := json.NewEncoder(out).Encode(found); err != nil {

@@ -90,11 +90,17 @@ func (w *world) approve(id, approver string, flags ...string) {
 }
 
 func (w *world) claimFile(id, amount string) string {
+	return w.claimFileIn(id, amount, "usd", "pol-1001")
+}
+
+// claimFileIn is claimFile in another currency, on a policy in it.
+func (w *world) claimFileIn(id, amount, currency, policy string) string {
 	dir := w.t.TempDir()
 	require.NoError(w.t, os.WriteFile(filepath.Join(dir, "a.jpg"), []byte("a photo of "+id), 0o644))
 	path := filepath.Join(dir, id+".json")
-	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Ada Lovelace","email":"ada@example.com","stripe_account":"acct_1Ada"},
-		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"a.jpg","path":"a.jpg"}]}`, id, amount)
+	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":%q,"claimant":{"name":"Ada Lovelace","email":"ada@example.com","stripe_account":"acct_1Ada"},
+		"amount":%q,"currency":%q,"description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"a.jpg","path":"a.jpg"}]}`,
+		id, policy, amount, currency)
 	require.NoError(w.t, os.WriteFile(path, []byte(doc), 0o644))
 	return path
 }

@@ -182,6 +182,10 @@ func TestAttackARogueWorkflowGetsNothingFromTheWorker(t *testing.T) {
 		{"CloseClaim", map[string]any{"key": victim + ":step8", "claim_id": victim, "outcome": "paid",
 			"transfer_id": "tr_forged", "payout_minor": 184000}},
 		{"WriteAudit", map[string]any{"key": victim + ":step9", "claim_id": victim, "record": map[string]any{"outcome": "paid"}}},
+		// The victim's wait shown closed, and a wait that never was shown open.
+		{"PublishApproval", map[string]any{"claim_id": victim, "open": false, "approval": map[string]any{"rev": 99, "stage": "waiting"}}},
+		{"PublishApproval", map[string]any{"claim_id": unstarted, "open": true, "approval": map[string]any{"rev": 99, "stage": "waiting",
+			"request": map[string]any{"claim_id": unstarted, "amount_minor": 1, "currency": "usd"}}}},
 		{"ReconcilePayments", map[string]any{"key": "rogue:reconcile", "workflow_id": "rogue", "started": until,
 			"since": since, "until": until}},
 	}

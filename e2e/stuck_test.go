@@ -44,7 +44,8 @@ func TestStuckFindsIdleRunsAndWaitsPastTheirDeadline(t *testing.T) {
 
 	out, err = w.ctl("list", "--status", "waiting")
 	require.NoError(t, err, out)
-	assert.Equal(t, 2, len(strings.Split(strings.TrimSpace(out), "\n")), "a header and claim-e2e-late: %s", out)
+	assert.Equal(t, 3, len(strings.Split(strings.TrimSpace(out), "\n")), "the counts, a header and claim-e2e-late: %s", out)
+	assert.Contains(t, out, "1 waiting for a decision (1 waiting, 0 escalated)")
 	assert.Contains(t, out, "claim-e2e-late")
 	out, err = w.ctl("list", "--json")
 	require.NoError(t, err, out)

@@ -8,15 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
@@ -24,82 +21,175 @@ import (
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/claimfile"
+	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/internal/story"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
-// waitingQuery finds the claims that wait for a decision.
-const waitingQuery = `WorkflowType = "ClaimWorkflow" AND ExecutionStatus = "Running" AND ` +
-	`(ClaimStatus = "waiting" OR ClaimStatus = "escalated")`
-
 // entry is one claim in an approver's inbox.
 type entry struct {
 	ClaimID  string
-	Status   workflows.Status
 	Approval *approvals.Approval
 	// ForYou: a colleague (HandedBy) handed the request to this approver.
 	ForYou   bool
 	HandedBy string
 }
 
-// inbox lists the claims waiting for this approver (their stage, role and
-// limit decide which), oldest deadline first, hand-offs to them on top.
+// pageSize is how many claims a page of the inbox lists.
+const pageSize = 50
+
+// listing is the inbox page: one page of the claims this approver may
+// decide, oldest deadline first, the counts, and the filters it is under.
+type listing struct {
+	Entries []entry
+	// HandedToYou are the first of the claims handed to this approver,
+	// above the list on its first page.
+	HandedToYou []entry
+	Counts      store.QueueCounts
+	Filter      listFilter
+	// Next is the address of the next page, empty on the last; Top the
+	// first page's, under the same filters.
+	Next, Top string
+	// First: this is the first page.
+	First bool
+}
+
+// listFilter is what the approver narrowed the list to, as the form
+// shows it.
+type listFilter struct {
+	Stage, Currency, Min, Max string
+	Mine                      bool
+	Any                       bool // any filter is set
+}
+
+// inbox lists the claims this approver may decide (their stage, role and
+// limit decide which), oldest deadline first, a page at a time, from the
+// approval queue: no claim's workflow is asked, however many wait. The
+// claim page asks the workflow, and the workflow decides.
 func (s *server) inbox(w http.ResponseWriter, r *http.Request, v viewer) {
-	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	var list []entry
-	var token []byte
-	for {
-		resp, err := s.temporal.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: s.namespace,
-			Query: waitingQuery, PageSize: 500, NextPageToken: token})
+	f, lf, after, err := parseListing(r.URL.Query(), v)
+	if err != nil {
+		s.render(w, r, http.StatusBadRequest, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: listing{Filter: lf}, Problem: err.Error()})
+		return
+	}
+	rows, err := s.queue.ApprovalQueue(ctx, f, after, pageSize+1)
+	if err != nil {
+		s.fail(w, r, http.StatusBadGateway, "the approval queue cannot be read", err)
+		return
+	}
+	out := listing{Filter: lf, First: after == nil}
+	q := r.URL.Query()
+	q.Del("after")
+	out.Top = "/?" + q.Encode()
+	if len(rows) > pageSize {
+		rows = rows[:pageSize]
+		last := rows[len(rows)-1]
+		q.Set("after", store.CursorAfter(last).String())
+		out.Next = "/?" + q.Encode()
+	}
+	out.Entries = entries(rows, v.ID)
+	if out.Counts, err = s.queue.CountQueue(ctx, f); err != nil {
+		s.fail(w, r, http.StatusBadGateway, "the approval queue cannot be read", err)
+		return
+	}
+	if out.First && !lf.Mine && out.Counts.AssignedToYou > 0 {
+		mine := store.QueueFilter{Viewer: f.Viewer, AssignedTo: v.ID}
+		handed, err := s.queue.ApprovalQueue(ctx, mine, nil, 10)
 		if err != nil {
-			s.fail(w, r, http.StatusBadGateway, "Temporal visibility cannot be read", err)
+			s.fail(w, r, http.StatusBadGateway, "the approval queue cannot be read", err)
 			return
 		}
-		// One status query per waiting claim, sixteen at a time.
-		execs := resp.GetExecutions()
-		found := make([]*entry, len(execs))
-		var g errgroup.Group
-		g.SetLimit(16)
-		for i, ex := range execs {
-			g.Go(func() error {
-				id := ex.GetExecution().GetWorkflowId()
-				st, err := s.status(ctx, id)
-				if err != nil {
-					s.log.Warn("status of a waiting claim", "claim", id, "error", err)
-					return nil
-				}
-				if ok, _ := mayDecide(v.Approver, st); ok {
-					e := entry{ClaimID: id, Status: st, Approval: st.Approval, ForYou: st.Approval.AssignedTo() == v.ID}
-					if e.ForYou {
-						e.HandedBy = st.Approval.Handoffs[len(st.Approval.Handoffs)-1].From
-					}
-					found[i] = &e
-				}
-				return nil
-			})
-		}
-		_ = g.Wait()
-		for _, e := range found {
-			if e != nil {
-				list = append(list, *e)
-			}
-		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			break
-		}
+		out.HandedToYou = entries(handed, v.ID)
 	}
-	slices.SortFunc(list, func(a, b entry) int {
-		if a.ForYou != b.ForYou {
-			if a.ForYou {
-				return -1
-			}
-			return 1
+	fl := s.cookies.takeFlash(w, r, r.URL.EscapedPath())
+	s.render(w, r, http.StatusOK, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: out, Notice: fl.Notice, Problem: fl.Problem})
+}
+
+// queueViewer is what the approval queue needs of an approver to answer
+// mayDecide for every claim at once.
+func queueViewer(ap authority.Approver) *store.QueueViewer {
+	return &store.QueueViewer{ID: ap.ID, Supervisor: ap.Role == authority.Supervisor, Limits: ap.Limits}
+}
+
+// entries are queue rows as the page lists them. A row whose summary does
+// not read is listed by its claim and amount alone.
+func entries(rows []store.QueueEntry, me string) []entry {
+	out := make([]entry, 0, len(rows))
+	for _, row := range rows {
+		var a approvals.Approval
+		if json.Unmarshal(row.Summary, &a) != nil {
+			a = approvals.Approval{Stage: approvals.Stage(row.Stage), Deadline: row.Deadline, ExpiresAt: row.Deadline,
+				Request: approvals.Request{ClaimID: row.ClaimID, AmountMinor: row.AmountMinor, Currency: row.Currency}}
 		}
-		return a.Approval.Deadline.Compare(b.Approval.Deadline)
-	})
-	f := s.cookies.takeFlash(w, r, r.URL.EscapedPath())
-	s.render(w, r, http.StatusOK, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: list, Notice: f.Notice, Problem: f.Problem})
+		e := entry{ClaimID: row.ClaimID, Approval: &a, ForYou: row.AssignedTo == me && me != ""}
+		if e.ForYou && len(a.Handoffs) > 0 {
+			e.HandedBy = a.Handoffs[len(a.Handoffs)-1].From
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// parseListing reads the list's filters and page from the query string,
+// refusing what does not parse with the field and the reason.
+func parseListing(q url.Values, v viewer) (store.QueueFilter, listFilter, *store.QueueCursor, error) {
+	f := store.QueueFilter{Viewer: queueViewer(v.Approver)}
+	lf := listFilter{Stage: q.Get("stage"), Currency: strings.ToLower(strings.TrimSpace(q.Get("currency"))),
+		Min: strings.TrimSpace(q.Get("min")), Max: strings.TrimSpace(q.Get("max")), Mine: q.Get("mine") == "1"}
+	lf.Any = lf.Stage != "" || lf.Currency != "" || lf.Min != "" || lf.Max != "" || lf.Mine
+	switch lf.Stage {
+	case "", string(approvals.StageWaiting), string(approvals.StageEscalated):
+		f.Stage = lf.Stage
+	default:
+		return f, lf, nil, fmt.Errorf("stage: %q is not a stage (waiting, escalated)", clipText(lf.Stage))
+	}
+	if lf.Currency != "" {
+		if _, ok := v.Limits[lf.Currency]; !ok {
+			return f, lf, nil, fmt.Errorf("currency: you decide no claims in %q", clipText(lf.Currency))
+		}
+		f.Currency = lf.Currency
+	}
+	for _, b := range []struct {
+		name, text string
+		to         *int64
+	}{{"min", lf.Min, &f.MinMinor}, {"max", lf.Max, &f.MaxMinor}} {
+		if b.text == "" {
+			continue
+		}
+		if lf.Currency == "" {
+			return f, lf, nil, fmt.Errorf("%s: choose a currency for an amount band", b.name)
+		}
+		minor, err := claim.ParseAmount(b.text, lf.Currency)
+		if err != nil {
+			return f, lf, nil, fmt.Errorf("%s: %v", b.name, err)
+		}
+		*b.to = minor
+	}
+	if f.MinMinor > 0 && f.MaxMinor > 0 && f.MinMinor > f.MaxMinor {
+		return f, lf, nil, errors.New("min: above max")
+	}
+	if lf.Mine {
+		f.AssignedTo = v.ID
+	}
+	var after *store.QueueCursor
+	if a := q.Get("after"); a != "" {
+		c, err := store.ParseQueueCursor(a)
+		if err != nil {
+			return f, lf, nil, fmt.Errorf("after: %v", err)
+		}
+		after = &c
+	}
+	return f, lf, after, nil
+}
+
+// clipText keeps a refused value short enough to echo.
+func clipText(s string) string {
+	if len(s) > 32 {
+		return strings.ToValidUTF8(s[:32], "") + "…"
+	}
+	return s
 }
 
 // mayDecide says whether an approver could decide the request a claim

@@ -37,6 +37,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/store"
 )
 
 func main() {
@@ -126,8 +127,16 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 	}
 	defer docs.Close()
 
+	// The approval queue the page lists is in the claims store
+	// (CLAIMS_DB), which the workflows keep.
+	queue, err := store.Open(config.ClaimsDB())
+	if err != nil {
+		return err
+	}
+	defer queue.Close()
+
 	s := &server{log: logger, temporal: c, dc: dc, namespace: config.Get("TEMPORAL_NAMESPACE", "default"), blobs: docs,
-		cookies: ck, key: key, directory: directory}
+		queue: queue, cookies: ck, key: key, directory: directory}
 	if !dev {
 		if s.oidc, err = newOIDC(ctx, getenv("OIDC_ISSUER"), getenv("OIDC_CLIENT_ID"), getenv("OIDC_CLIENT_SECRET"), public+"/callback"); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/store"
 )
 
 //go:embed templates/*.html
@@ -31,9 +32,12 @@ type server struct {
 	dc        converter.DataConverter
 	namespace string
 	blobs     *blobs.Store
-	cookies   *cookies
-	oidc      *oidcLogin // nil: the development sign-in
-	key       authority.KeyFile
+	// queue is the approval queue in the claims store: what the inbox
+	// lists (store.QueueEntry), read only.
+	queue   *store.Store
+	cookies *cookies
+	oidc    *oidcLogin // nil: the development sign-in
+	key     authority.KeyFile
 	// directory reads the approver directory: on every request, so a
 	// change to the file (an approver added or removed) applies at once.
 	directory func() (authority.Book, error)
@@ -161,7 +165,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"inbox", "claim", "devlogin", "error"} {
-		t, err := template.New(name).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(template.FuncMap{"entryArgs": entryArgs}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err
 		}
@@ -169,6 +173,9 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	return pages, nil
 }
+
+// entryArgs hands the inbox's "entry" template a claim and the formatter.
+func entryArgs(e entry, f format) map[string]any { return map[string]any{"E": e, "F": f} }
 
 // F formats for the viewer (their locale and time zone), or by default.
 func (p page) F() format {

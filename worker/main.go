@@ -37,6 +37,7 @@ import (
 	"github.com/durableclaims/durableclaims/worker/crash"
 	"github.com/durableclaims/durableclaims/worker/heartbeat"
 	"github.com/durableclaims/durableclaims/worker/metricsprom"
+	"github.com/durableclaims/durableclaims/worker/queueheal"
 	"github.com/durableclaims/durableclaims/worker/refusals"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -168,6 +169,20 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	cancel()
 	stopGauges := watchApprovals(c, prometheus.Handler, logger)
 	defer stopGauges()
+	// The approval queue the inbox lists is kept by the workflows; this
+	// mends what they could not write (worker/queueheal). QUEUE_HEAL_EVERY
+	// (default 1m; "0" turns it off) is the cheap count check; every 15th
+	// is a full pass.
+	healEvery, err := config.Duration("QUEUE_HEAL_EVERY", time.Minute)
+	if err != nil {
+		return err
+	}
+	if healEvery > 0 {
+		hctx, stopHeal := context.WithCancel(context.Background())
+		defer stopHeal()
+		h := &queueheal.Healer{Temporal: c, Namespace: config.Get("TEMPORAL_NAMESPACE", "default"), Store: acts.Store, Log: logger}
+		go h.Run(hctx, healEvery, 15)
+	}
 	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name())
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		return err

@@ -117,7 +117,16 @@ var plan = struct {
 	record         stepPlan // local: a keyed write whose repeat returns the first result
 	model, effect  stepPlan // regular
 	turn, sideStep stepPlan // costly
+	queue          stepPlan // local: the approval queue, a projection
 }{
+	// The approval queue: a projection the healer mends, so a write that
+	// keeps failing gives up within a minute rather than hold the wait.
+	queue: stepPlan{name: "queue", how: runLocal, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    10 * time.Second,
+		ScheduleToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, MaximumAttempts: 5},
+	}},
 	// Reads: intake, the approver directory, the re-read after a wait.
 	read: stepPlan{name: "read", how: runLocal, local: &workflow.LocalActivityOptions{
 		StartToCloseTimeout:    10 * time.Second,

@@ -87,6 +87,9 @@ type claimRun struct {
 	// deadLetterFile: a dead letter writes its record and claim file
 	// (versionDeadLetterFile on).
 	deadLetterFile bool
+	// queue: each change of an approval wait goes to the approval queue
+	// (versionQueue on).
+	queue bool
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -289,6 +292,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	r.decisionsPending = version >= versionDecided
 	r.rechecks = version >= versionRecheck
 	r.deadLetterFile = version >= versionDeadLetterFile
+	r.queue = version >= versionQueue
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}
@@ -383,10 +387,22 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.approval, Approvers: dir.Approvers,
 		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
 		Excluded: r.amendedBy, Trust: trust,
-	}, approvals.Hooks{OnStage: r.onStage, Recheck: r.recheck(), Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
+	}, approvals.Hooks{OnStage: r.onStage, OnChange: r.publishApproval(), Recheck: r.recheck(), Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
 		metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
 		return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
 	}})
+}
+
+// publishApproval is the wait's OnChange hook from versionQueue on (nil
+// before): the wait's whole state, at its revision, to the approval queue.
+func (r *claimRun) publishApproval() func(workflow.Context, *approvals.Approval) error {
+	if !r.queue {
+		return nil
+	}
+	return func(ctx workflow.Context, appr *approvals.Approval) error {
+		var res activities.QueueResult
+		return r.exec(ctx, plan.queue, a.PublishApproval, activities.QueueInput{ClaimID: r.claim.ID, Open: appr.Open(), Approval: *appr}, &res)
+	}
 }
 
 // recheck is the wait's hook for the changed signal (from versionRecheck

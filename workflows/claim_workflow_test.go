@@ -50,6 +50,7 @@ type calls struct {
 	reminded  []activities.NoticeInput
 	loads     int
 	sa        []map[string]any
+	queue     []activities.QueueInput
 
 	// Knobs a test sets before start.
 	loadStatus string
@@ -227,6 +228,13 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Unlock()
 			return activities.NotifyResult{MessageID: "e1", Meta: one}, nil
 		}).Maybe()
+	env.OnActivity(a.PublishApproval, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.QueueInput) (activities.QueueResult, error) {
+			c.mu.Lock()
+			c.queue = append(c.queue, in)
+			c.mu.Unlock()
+			return activities.QueueResult{Applied: true, Meta: one}, nil
+		}).Maybe()
 	env.OnActivity(a.RemindApprovers, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.NoticeInput) (activities.NotifyResult, error) {
 			c.add("remind", in.Key)
@@ -402,6 +410,8 @@ func (s *ClaimSuite) TestUnansweredWaitEscalatesThenExpires() {
 	}
 	s.Require().Len(deadlines, 2)
 	s.Equal(24*time.Hour, deadlines[1].Sub(deadlines[0]).Round(time.Hour))
+	s.Equal([]queueWrite{{1, true, "waiting", nil}, {2, true, "escalated", nil}, {3, false, "escalated", nil}}, s.queueWrites())
+	s.True(s.calls.queue[2].Approval.Expired)
 }
 
 func (s *ClaimSuite) TestCustomTTLs() {

@@ -81,6 +81,32 @@ func (s *ClaimSuite) TestFourEyesNeedsTwoApproversOneASupervisor() {
 	s.Equal("supervisor-3", r.Approval.Votes[1].Approver)
 	s.Equal([]string{approvals.CodeReplayed, approvals.CodeSameApprover}, codesOf(r.Attempts, false))
 	s.Len(s.calls.audits[0].Approvals[0].Votes, 2, "the audit lists both approvers")
+	// The approval queue learns the wait opened, the first vote (so
+	// adjuster-17 no longer lists it), and its end, each a new revision.
+	s.Equal([]queueWrite{{1, true, "waiting", nil}, {2, true, "waiting", []string{"adjuster-17"}}, {3, false, "waiting", []string{"adjuster-17", "supervisor-3"}}},
+		s.queueWrites())
+}
+
+// queueWrite is what a test checks of one write to the approval queue.
+type queueWrite struct {
+	Rev    int64
+	Open   bool
+	Stage  approvals.Stage
+	Voters []string
+}
+
+func (s *ClaimSuite) queueWrites() []queueWrite {
+	s.calls.mu.Lock()
+	defer s.calls.mu.Unlock()
+	var out []queueWrite
+	for _, in := range s.calls.queue {
+		w := queueWrite{Rev: in.Approval.Rev, Open: in.Open, Stage: in.Approval.Stage}
+		for _, v := range in.Approval.Votes {
+			w.Voters = append(w.Voters, v.Approver)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func (s *ClaimSuite) TestFourEyesTwoAdjustersAreNotEnough() {
@@ -271,6 +297,10 @@ func (s *ClaimSuite) TestHandOffToAColleague() {
 	s.Equal(72*time.Hour, a.EscalatesAt.Sub(a.RequestedAt))
 	s.Equal(96*time.Hour, a.ExpiresAt.Sub(a.RequestedAt))
 	s.Equal(StatusPaid, s.result().Status)
+	writes := s.queueWrites()
+	s.Equal([]queueWrite{{1, true, "waiting", nil}, {2, true, "waiting", nil}, {3, false, "waiting", []string{"supervisor-3"}}}, writes)
+	s.Equal("supervisor-3", s.calls.queue[1].Approval.AssignedTo(), "the hand-off is in the queue")
+	s.Equal(s.calls.queue[0].Approval.Deadline, s.calls.queue[1].Approval.Deadline, "the deadline keeps running")
 }
 
 // Hand-offs are accepted attempts, so nothing else bounds them: two

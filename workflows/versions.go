@@ -33,6 +33,10 @@ package workflows
 //	                claim file too (one local activity, after the dead
 //	                letter is decided), so a claim stopped for good is on
 //	                record like one that ended
+//	versionQueue    each change of an approval wait (opened, a vote or a
+//	                hand-off that leaves it open, escalated, ended) is
+//	                written to the approval queue by a local activity
+//	                (PublishApproval), which the inbox lists from
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -50,7 +54,8 @@ const (
 	versionDecided        = 6
 	versionRecheck        = 7
 	versionDeadLetterFile = 8
+	versionQueue          = 9
 
 	// versionLatest is what new runs record.
-	versionLatest = versionDeadLetterFile
+	versionLatest = versionQueue
 )
