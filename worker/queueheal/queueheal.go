@@ -44,6 +44,16 @@ type Healer struct {
 	MaxQueries int
 	// KeepClosed is how long a closed row stays (default 24 hours).
 	KeepClosed time.Duration
+	// Grace: a row written this recently is not judged against visibility,
+	// which shows a wait's stage a moment after the workflow wrote its row
+	// (default 30 s). Without it, every claim parking in a surge would be
+	// queried.
+	Grace time.Duration
+
+	// differed: the last check's counts differed. A full pass runs when
+	// two checks in a row differ: a count that differs once is most often
+	// visibility a moment behind.
+	differed bool
 }
 
 // Report is what one pass found and did.
@@ -78,9 +88,11 @@ func (h *Healer) Check(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	if int64(c.Total) == resp.GetCount() {
-		return Report{Waiting: c.Total, Queued: c.Total, Skipped: true}, nil
+	if int64(c.Total) == resp.GetCount() || !h.differed {
+		h.differed = int64(c.Total) != resp.GetCount()
+		return Report{Waiting: int(resp.GetCount()), Queued: c.Total, Skipped: true}, nil
 	}
+	h.differed = false
 	return h.Heal(ctx)
 }
 
@@ -100,17 +112,22 @@ func (h *Healer) Heal(ctx context.Context) (Report, error) {
 	if maxQ <= 0 {
 		maxQ = 500
 	}
+	grace := h.Grace
+	if grace <= 0 {
+		grace = 30 * time.Second
+	}
+	settled := func(q store.QueueRun) bool { return time.Since(q.Updated) > grace }
 	var todo []string
 	for id, v := range waits {
 		q, ok := queued[id]
-		if !ok || q.RunID != v.run || q.Stage != v.stage || !sameMilli(q.Deadline, v.deadline) {
+		if !ok || (settled(q) && (q.RunID != v.run || q.Stage != v.stage || !sameMilli(q.Deadline, v.deadline))) {
 			todo = append(todo, id)
 		}
 	}
 	// A row visibility does not list: its run waits no more, or visibility
 	// has not caught up yet. The workflow says which.
-	for id := range queued {
-		if _, ok := waits[id]; !ok {
+	for id, q := range queued {
+		if _, ok := waits[id]; !ok && settled(q) {
 			todo = append(todo, id)
 		}
 	}

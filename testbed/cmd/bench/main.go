@@ -49,6 +49,8 @@ import (
 type options struct {
 	n, concurrency, reps         int
 	approvals, parked            int
+	surge, surgeBase             int
+	surgeMaxP95                  time.Duration
 	inflight                     []int
 	jsonOut, workerBin, temporal string
 	only                         string
@@ -72,6 +74,9 @@ func main() {
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each throughput measurement")
 	flag.IntVar(&o.approvals, "approvals", 50, "claims approved one at a time for the approve→transfer latency")
 	flag.IntVar(&o.parked, "parked", 2000, "claims parked for approval when measuring worker memory")
+	flag.IntVar(&o.surge, "surge", 20000, "the surge workload (-only surge): claims waiting for a decision at its last step")
+	flag.IntVar(&o.surgeBase, "surge-base", 1000, "the surge workload: claims waiting at its first step, the yardstick of the last")
+	flag.DurationVar(&o.surgeMaxP95, "surge-max-p95", 0, "the surge workload fails when the inbox's first page p95 at its last step is above this (0: no check; CI sets it)")
 	flag.Func("inflight", "claims in flight when the worker is SIGKILLed; a comma-separated list runs the kill once per value (default 1000,200)", func(v string) error {
 		o.inflight = nil
 		for _, f := range strings.Split(v, ",") {
@@ -115,7 +120,7 @@ func main() {
 		o.modelLatency = l
 		return err
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy runs only when named); default all but anatomy")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy and surge run only when named); default all but anatomy")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -301,6 +306,16 @@ func run(o options) error {
 			}
 			// killRecovery leaves its replacement worker running; adopt it.
 			claims = e.children[len(e.children)-1]
+		}
+	}
+	// Opt-in (-only surge): the catastrophe week's waiting room.
+	if o.only != "" && o.want("surge") {
+		claims.stop()
+		if claims, err = e.spawnClaimsWorker("claims-worker-surge"); err != nil {
+			return err
+		}
+		if err := e.surge(ctx, res, claims); err != nil {
+			return fmt.Errorf("surge: %w", err)
 		}
 	}
 	if o.want("parked") {

@@ -130,6 +130,14 @@ func (r *results) print(w io.Writer) {
 	}
 	r.printCPU(w)
 	r.printAnatomy(w)
+	if v, ok := r.Values["surge_inbox_p95_ratio"]; ok {
+		lo, hi := r.Options.surgeBase, r.Options.surge
+		fmt.Fprintf(w, "surge, %d against %d claims waiting: inbox first page p95 %.0f ms against %.0f ms (×%.2f; target < 300 ms, ≤ ×1.5); "+
+			"claimsctl list --status waiting p95 %.0f ms against %.0f ms (×%.2f); worker RSS %.1f → %.1f MiB (%+.1f%%; target ≤ +15%%)\n",
+			hi, lo, r.Values[fmt.Sprintf("surge_%d_inbox_p95_ms", hi)], r.Values[fmt.Sprintf("surge_%d_inbox_p95_ms", lo)], v,
+			r.Values[fmt.Sprintf("surge_%d_list_p95_ms", hi)], r.Values[fmt.Sprintf("surge_%d_list_p95_ms", lo)], r.Values["surge_list_p95_ratio"],
+			r.Values["surge_rss_idle_mib"], r.Values["surge_rss_parked_mib"], (r.Values["surge_rss_ratio"]-1)*100)
+	}
 	if v, ok := r.Values["rss_parked_ratio"]; ok {
 		fmt.Fprintf(w, "worker RSS: %.1f MiB idle, %.1f MiB with %.0f claims parked (%+.1f%%; target ≤ +15%%)\n",
 			r.Values["rss_idle_mib"], r.Values["rss_parked_mib"], r.Values["parked_claims"], (v-1)*100)

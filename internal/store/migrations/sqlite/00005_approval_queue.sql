@@ -23,6 +23,8 @@ CREATE TABLE approval_queue (
 );
 CREATE INDEX approval_queue_open ON approval_queue (deadline_ms, claim_id) WHERE open = 1;
 CREATE INDEX approval_queue_assigned ON approval_queue (assigned_to, deadline_ms) WHERE open = 1;
+-- Counting an approver's queue reads this index alone, not the rows.
+CREATE INDEX approval_queue_counts ON approval_queue (currency, amount_minor, stage, quorum, assigned_to, claim_id) WHERE open = 1;
 -- The approvers who voted on an open four-eyes wait: they may not decide
 -- it again.
 CREATE TABLE approval_votes (

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// surge is the catastrophe week's waiting room (-only surge, opt-in: at
+// 20,000 claims it parks for a quarter of an hour): claims parked for a
+// decision in steps up to -surge, and at the first step (-surge-base) and
+// the last, the inbox's first page as adjuster-17 sees it (a real inbox
+// process, 50 requests after 5 to warm up) and `claimsctl list --status
+// waiting` (10 runs), with the worker's RSS against the same worker idle
+// after as many finished claims as the first step. The ratios of the last
+// step to the first are the figures: the list paths must not grow with
+// the claims waiting.
+func (e *env) surge(ctx context.Context, res *results, w *proc) error {
+	if _, err := e.throughput(ctx, e.autoClaims("surge-warm"), e.o.surgeBase); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	idle, err := w.vars()
+	if err != nil {
+		return err
+	}
+	inbox, err := e.spawnInbox()
+	if err != nil {
+		return err
+	}
+	ctl := filepath.Join(filepath.Dir(e.o.workerBin), "claimsctl")
+	ctlEnv := append(os.Environ(), "CLAIMS_DB="+filepath.Join(e.dir, "claims.db"), "LOG_LEVEL=warn")
+
+	prefix := fmt.Sprintf("bench-surge-%d-", seq.Add(1))
+	parked := 0
+	begin := time.Now()
+	for _, level := range []int{e.o.surgeBase, e.o.surge} {
+		if err := e.park(ctx, prefix, parked, level); err != nil {
+			return err
+		}
+		parked = level
+		fmt.Fprintf(os.Stderr, "  %d parked after %s\n", level, time.Since(begin).Round(time.Second))
+		page, err := inbox.firstPage(ctx, 5, 50)
+		if err != nil {
+			return err
+		}
+		list, err := timeRuns(10, func() error {
+			cmd := exec.CommandContext(ctx, ctl, "list", "--status", "waiting")
+			cmd.Env = ctlEnv
+			out, err := cmd.CombinedOutput()
+			if err == nil && !strings.Contains(string(out), fmt.Sprintf("%d waiting for a decision", level)) {
+				err = fmt.Errorf("claimsctl list does not count %d waiting: %.200s", level, out)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		tag := fmt.Sprintf("surge_%d", level)
+		res.Values[tag+"_inbox_p50_ms"], res.Values[tag+"_inbox_p95_ms"] = ms(pct(page, 50)), ms(pct(page, 95))
+		res.Values[tag+"_list_p50_ms"], res.Values[tag+"_list_p95_ms"] = ms(pct(list, 50)), ms(pct(list, 95))
+		fmt.Fprintf(os.Stderr, "  %d waiting: inbox first page p50 %.0f ms, p95 %.0f ms; claimsctl list p50 %.0f ms, p95 %.0f ms\n", level,
+			res.Values[tag+"_inbox_p50_ms"], res.Values[tag+"_inbox_p95_ms"], res.Values[tag+"_list_p50_ms"], res.Values[tag+"_list_p95_ms"])
+	}
+	time.Sleep(5 * time.Second)
+	after, err := w.vars()
+	if err != nil {
+		return err
+	}
+	lo, hi := fmt.Sprintf("surge_%d", e.o.surgeBase), fmt.Sprintf("surge_%d", e.o.surge)
+	res.Values["surge_inbox_p95_ratio"] = res.Values[hi+"_inbox_p95_ms"] / res.Values[lo+"_inbox_p95_ms"]
+	res.Values["surge_list_p95_ratio"] = res.Values[hi+"_list_p95_ms"] / res.Values[lo+"_list_p95_ms"]
+	res.Values["surge_parked"] = float64(e.o.surge)
+	res.Values["surge_rss_idle_mib"] = float64(idle.RSSBytes) / (1 << 20)
+	res.Values["surge_rss_parked_mib"] = float64(after.RSSBytes) / (1 << 20)
+	res.Values["surge_rss_ratio"] = float64(after.RSSBytes) / float64(idle.RSSBytes)
+	fmt.Fprintf(os.Stderr, "  %d vs %d waiting: inbox p95 ×%.2f, claimsctl list p95 ×%.2f; worker RSS %.1f → %.1f MiB (×%.3f)\n",
+		e.o.surge, e.o.surgeBase, res.Values["surge_inbox_p95_ratio"], res.Values["surge_list_p95_ratio"],
+		res.Values["surge_rss_idle_mib"], res.Values["surge_rss_parked_mib"], res.Values["surge_rss_ratio"])
+	if limit := e.o.surgeMaxP95; limit > 0 && res.Values[hi+"_inbox_p95_ms"] > ms(limit) {
+		return fmt.Errorf("the inbox's first page p95 is %.0f ms with %d claims waiting, above %s", res.Values[hi+"_inbox_p95_ms"], e.o.surge, limit)
+	}
+	return nil
+}
+
+// park starts claims from..to-1 (1,840.00: a human decides) and waits until
+// to of them wait.
+func (e *env) park(ctx context.Context, prefix string, from, to int) error {
+	var next atomic.Int64
+	next.Store(int64(from))
+	var startErr atomic.Value
+	var wg sync.WaitGroup
+	for range e.o.concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= to {
+					return
+				}
+				if _, err := e.startClaim(ctx, fmt.Sprintf("%s%05d", prefix, i), "1840.00"); err != nil {
+					startErr.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := startErr.Load().(error); err != nil {
+		return err
+	}
+	begin := time.Now()
+	for {
+		n, err := e.countStatus(ctx, prefix, workflows.StatusWaiting)
+		if err != nil {
+			return err
+		}
+		if n >= int64(to) {
+			return nil
+		}
+		if time.Since(begin) > 30*time.Minute {
+			return fmt.Errorf("only %d of %d claims parked 30 minutes after the last start", n, to)
+		}
+		fmt.Fprintf(os.Stderr, "  parked %d/%d\r", n, to)
+		time.Sleep(2 * time.Second)
+	}
+}
+
+var tokenField = regexp.MustCompile(`name="token" value="([^"]+)"`)
+
+// inboxProc is a running inbox with a signed-in session.
+type inboxProc struct {
+	url    string
+	client *http.Client
+}
+
+// spawnInbox starts bin/inbox on the bench's store and directory, with the
+// development sign-in on loopback, and signs in as adjuster-17.
+func (e *env) spawnInbox() (*inboxProc, error) {
+	key, err := authority.GenerateKey("inbox", true)
+	if err != nil {
+		return nil, err
+	}
+	keyPath := filepath.Join(e.dir, "inbox.key")
+	if err := key.Write(keyPath); err != nil {
+		return nil, err
+	}
+	if err := authority.AddKey(e.approversFile(), key); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.spawn("inbox", filepath.Join(filepath.Dir(e.o.workerBin), "inbox"), nil, []string{
+		"INBOX_ADDR=" + addr, "INBOX_DEV_LOGIN=1", "INBOX_SIGNING_KEY=" + keyPath, "APPROVERS_FILE=" + e.approversFile(),
+		"CLAIMS_DB=" + filepath.Join(e.dir, "claims.db"), "BLOB_URL=" + e.blobURL(),
+	}); err != nil {
+		return nil, err
+	}
+	jar, _ := cookiejar.New(nil)
+	p := &inboxProc{url: "http://" + addr, client: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := p.client.Get(p.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the inbox never served: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The sign-in page sets the form token's cookie and shows the token.
+	resp, err := p.client.Get(p.url + "/")
+	if err != nil {
+		return nil, err
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := tokenField.FindSubmatch(b)
+	if m == nil {
+		return nil, fmt.Errorf("the inbox showed no sign-in form: %.300s", b)
+	}
+	resp, err = p.client.PostForm(p.url+"/dev-login", url.Values{"approver": {"adjuster-17"}, "token": {string(m[1])}})
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	if _, err := p.firstPage(context.Background(), 0, 1); err != nil {
+		return nil, fmt.Errorf("signed in as adjuster-17: %w", err)
+	}
+	return p, nil
+}
+
+// firstPage times GET / (warm requests first, then n measured).
+func (p *inboxProc) firstPage(ctx context.Context, warm, n int) ([]time.Duration, error) {
+	get := func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.url+"/", nil)
+		resp, err := p.client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `id="counts"`) {
+			return fmt.Errorf("inbox: %s: %.300s", resp.Status, b)
+		}
+		return nil
+	}
+	if _, err := timeRuns(warm, get); err != nil {
+		return nil, err
+	}
+	return timeRuns(n, get)
+}
+
+// timeRuns runs f n times, one after another, and returns each duration.
+func timeRuns(n int, f func() error) ([]time.Duration, error) {
+	out := make([]time.Duration, 0, n)
+	for range n {
+		t := time.Now()
+		if err := f(); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(t))
+	}
+	return out, nil
+}
+
+// pct is the p-th percentile of ds (nearest rank).
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(min(i, len(s))-1, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
