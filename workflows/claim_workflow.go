@@ -399,9 +399,14 @@ func (r *claimRun) publishApproval() func(workflow.Context, *approvals.Approval)
 	if !r.queue {
 		return nil
 	}
+	// Not through exec: a projection is not one of the run's steps, so it
+	// neither spends the step cap (a failing write would leave the payment
+	// no steps) nor stops at the age cap (the end of a wait the age cap
+	// ended must still leave the queue).
 	return func(ctx workflow.Context, appr *approvals.Approval) error {
 		var res activities.QueueResult
-		return r.exec(ctx, plan.queue, a.PublishApproval, activities.QueueInput{ClaimID: r.claim.ID, Open: appr.Open(), Approval: *appr}, &res)
+		lctx := workflow.WithLocalActivityOptions(ctx, *plan.queue.local)
+		return workflow.ExecuteLocalActivity(lctx, a.PublishApproval, activities.QueueInput{ClaimID: r.claim.ID, Open: appr.Open(), Approval: *appr}).Get(ctx, &res)
 	}
 }
 

@@ -85,7 +85,8 @@ func (s *Store) PutQueueEntry(ctx context.Context, e QueueEntry) (applied bool, 
 		ON CONFLICT (claim_id) DO UPDATE SET run_id = excluded.run_id, rev = excluded.rev, open = excluded.open,
 		stage = excluded.stage, deadline_ms = excluded.deadline_ms, currency = excluded.currency,
 		amount_minor = excluded.amount_minor, quorum = excluded.quorum, assigned_to = excluded.assigned_to,
-		summary = excluded.summary, updated_ms = excluded.updated_ms`,
+		summary = excluded.summary, updated_ms = excluded.updated_ms
+		WHERE approval_queue.run_id <> excluded.run_id OR approval_queue.rev <= excluded.rev`,
 		e.ClaimID, e.RunID, e.Rev, open, e.Stage, e.Deadline.UnixMilli(), e.Currency, e.AmountMinor, e.Quorum, e.AssignedTo,
 		string(e.Summary), updated.UnixMilli()); err != nil {
 		return false, fmt.Errorf("store: queue entry of %s: %w", e.ClaimID, err)
@@ -331,14 +332,16 @@ func (s *Store) OpenQueue(ctx context.Context) (map[string]QueueRun, error) {
 	return out, rows.Err()
 }
 
-// CloseQueueEntry marks a claim's open wait of run closed (its run is
-// over: the healer found it so), unless a newer run holds the row.
-func (s *Store) CloseQueueEntry(ctx context.Context, claimID, runID string) error {
-	if _, err := s.exec(ctx, `DELETE FROM approval_votes WHERE claim_id = ? AND EXISTS (SELECT 1 FROM approval_queue WHERE claim_id = ? AND run_id = ?)`,
-		claimID, claimID, runID); err != nil {
+// CloseQueueEntry marks a claim's open wait of run at revision rev closed
+// (its run waits no more: the healer found it so), unless the row moved on
+// meanwhile (another run, or a newer revision: a new wait of the run).
+func (s *Store) CloseQueueEntry(ctx context.Context, claimID, runID string, rev int64) error {
+	if _, err := s.exec(ctx, `DELETE FROM approval_votes WHERE claim_id = ? AND EXISTS (SELECT 1 FROM approval_queue WHERE claim_id = ? AND run_id = ? AND rev = ?)`,
+		claimID, claimID, runID, rev); err != nil {
 		return err
 	}
-	_, err := s.exec(ctx, `UPDATE approval_queue SET open = 0, updated_ms = ? WHERE claim_id = ? AND run_id = ?`, s.stamp().UnixMilli(), claimID, runID)
+	_, err := s.exec(ctx, `UPDATE approval_queue SET open = 0, updated_ms = ? WHERE claim_id = ? AND run_id = ? AND rev = ?`,
+		s.stamp().UnixMilli(), claimID, runID, rev)
 	return err
 }
 

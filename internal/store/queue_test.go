@@ -109,8 +109,10 @@ func TestApprovalQueueListsWhatAnApproverMayDecide(t *testing.T) {
 		assert.Equal(t, "run-2", open["claim-done"].RunID)
 
 		// The healer closes a wait whose run is over; another run's row stays.
-		require.NoError(t, s.CloseQueueEntry(ctx, "claim-4eyes", "run-claim-4eyes"))
-		require.NoError(t, s.CloseQueueEntry(ctx, "claim-done", "run-old"))
+		require.NoError(t, s.CloseQueueEntry(ctx, "claim-4eyes", "run-claim-4eyes", 1)) // a newer revision holds it
+		assert.Contains(t, func() map[string]QueueRun { q, _ := s.OpenQueue(ctx); return q }(), "claim-4eyes")
+		require.NoError(t, s.CloseQueueEntry(ctx, "claim-4eyes", "run-claim-4eyes", 2))
+		require.NoError(t, s.CloseQueueEntry(ctx, "claim-done", "run-old", 1))
 		open, err = s.OpenQueue(ctx)
 		require.NoError(t, err)
 		assert.NotContains(t, open, "claim-4eyes")

@@ -54,6 +54,11 @@ type Healer struct {
 	// two checks in a row differ: a count that differs once is most often
 	// visibility a moment behind.
 	differed bool
+	// cooldown: checks left before counts may start another full pass. A
+	// disagreement no pass can mend (a stale search attribute, a claim the
+	// store does not hold) would otherwise cost a full pass every other
+	// check.
+	cooldown int
 }
 
 // Report is what one pass found and did.
@@ -88,11 +93,14 @@ func (h *Healer) Check(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	if int64(c.Total) == resp.GetCount() || !h.differed {
+	if h.cooldown > 0 {
+		h.cooldown--
+	}
+	if int64(c.Total) == resp.GetCount() || !h.differed || h.cooldown > 0 {
 		h.differed = int64(c.Total) != resp.GetCount()
 		return Report{Waiting: int(resp.GetCount()), Queued: c.Total, Skipped: true}, nil
 	}
-	h.differed = false
+	h.differed, h.cooldown = false, 5
 	return h.Heal(ctx)
 }
 
@@ -174,7 +182,7 @@ func (h *Healer) mend(ctx context.Context, id, run string, q store.QueueRun) (wr
 		if q.RunID == "" {
 			return false, false, nil
 		}
-		return false, true, h.Store.CloseQueueEntry(ctx, id, q.RunID)
+		return false, true, h.Store.CloseQueueEntry(ctx, id, q.RunID, q.Rev)
 	}
 	// A closed run still answers queries, with its state when it closed (a
 	// terminated wait says "waiting"): ask the server whether it runs first.
