@@ -111,12 +111,12 @@ func list(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
-	q := ""
+	q, all := "", fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType)
 	if *status != "" {
 		q = fmt.Sprintf("%s = %q", workflows.ClaimStatusKey.GetName(), *status)
+		all += " AND " + q
 	}
-	total, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace(),
-		Query: fmt.Sprintf("WorkflowType = %q", workflows.WorkflowType) + map[bool]string{true: " AND " + q, false: ""}[q != ""]})
+	total, err := c.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Namespace: namespace(), Query: all})
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func listQueue(ctx context.Context, out io.Writer, stage, currency, approver, af
 		if !ok {
 			return fmt.Errorf("--approver %s: not in the approver directory", approver)
 		}
-		f.Viewer = &store.QueueViewer{ID: ap.ID, Supervisor: ap.Role == authority.Supervisor, Limits: ap.Limits}
+		f.Viewer = store.ViewerOf(ap)
 	}
 	var cur *store.QueueCursor
 	if after != "" {

@@ -107,12 +107,6 @@ func (s *server) inbox(w http.ResponseWriter, r *http.Request, v viewer) {
 	s.render(w, r, http.StatusOK, "inbox", page{Title: "Claims waiting for you", Viewer: &v, Data: out, Notice: fl.Notice, Problem: fl.Problem})
 }
 
-// queueViewer is what the approval queue needs of an approver to answer
-// mayDecide for every claim at once.
-func queueViewer(ap authority.Approver) *store.QueueViewer {
-	return &store.QueueViewer{ID: ap.ID, Supervisor: ap.Role == authority.Supervisor, Limits: ap.Limits}
-}
-
 // entries are queue rows as the page lists them. A row whose summary does
 // not read is listed by its claim and amount alone.
 func entries(rows []store.QueueEntry, me string) []entry {
@@ -135,7 +129,7 @@ func entries(rows []store.QueueEntry, me string) []entry {
 // parseListing reads the list's filters and page from the query string,
 // refusing what does not parse with the field and the reason.
 func parseListing(q url.Values, v viewer) (store.QueueFilter, listFilter, *store.QueueCursor, error) {
-	f := store.QueueFilter{Viewer: queueViewer(v.Approver)}
+	f := store.QueueFilter{Viewer: store.ViewerOf(v.Approver)}
 	lf := listFilter{Stage: q.Get("stage"), Currency: strings.ToLower(strings.TrimSpace(q.Get("currency"))),
 		Min: strings.TrimSpace(q.Get("min")), Max: strings.TrimSpace(q.Get("max")), Mine: q.Get("mine") == "1"}
 	lf.Any = lf.Stage != "" || lf.Currency != "" || lf.Min != "" || lf.Max != "" || lf.Mine

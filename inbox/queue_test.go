@@ -94,7 +94,7 @@ func TestTheQueueListsWhatMayDecideWould(t *testing.T) {
 					want = append(want, id)
 				}
 			}
-			f := store.QueueFilter{Viewer: queueViewer(ap)}
+			f := store.QueueFilter{Viewer: store.ViewerOf(ap)}
 			fl.f(&f, ap)
 			var got []string
 			var after *store.QueueCursor
@@ -122,7 +122,7 @@ func TestTheQueueListsWhatMayDecideWould(t *testing.T) {
 	}
 	// The directory's approvers all see something of this population, and
 	// the one without limits nothing.
-	c, err := st.CountQueue(ctx, store.QueueFilter{Viewer: queueViewer(dir[2])})
+	c, err := st.CountQueue(ctx, store.QueueFilter{Viewer: store.ViewerOf(dir[2])})
 	require.NoError(t, err)
 	assert.Zero(t, c.Total)
 }

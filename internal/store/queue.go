@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/durableclaims/durableclaims/internal/authority"
 )
 
 // QueueEntry is one approval wait as the approval queue holds it: what an
@@ -113,6 +115,11 @@ type QueueViewer struct {
 	// Limits is the approver's limit per currency: a wait in another
 	// currency, or above the limit, is not theirs.
 	Limits map[string]int64
+}
+
+// ViewerOf is an approver's queue: their ID, role and limits.
+func ViewerOf(ap authority.Approver) *QueueViewer {
+	return &QueueViewer{ID: ap.ID, Supervisor: ap.Role == authority.Supervisor, Limits: ap.Limits}
 }
 
 // QueueFilter narrows a listing.

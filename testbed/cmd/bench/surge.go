@@ -31,11 +31,7 @@ import (
 // step to the first are the figures: the list paths must not grow with
 // the claims waiting.
 func (e *env) surge(ctx context.Context, res *results, w *proc) error {
-	if _, err := e.throughput(ctx, e.autoClaims("surge-warm"), e.o.surgeBase); err != nil {
-		return err
-	}
-	time.Sleep(5 * time.Second)
-	idle, err := w.vars()
+	idle, err := e.idleAfter(ctx, w, "surge-warm", e.o.surgeBase)
 	if err != nil {
 		return err
 	}
@@ -98,8 +94,9 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	return nil
 }
 
-// park starts claims from..to-1 (1,840.00: a human decides) and waits until
-// to of them wait.
+// park starts claims from..to-1 under prefix (1,840.00: a human decides),
+// as many at a time as the other workloads, and waits until to of them
+// wait.
 func (e *env) park(ctx context.Context, prefix string, from, to int) error {
 	var next atomic.Int64
 	next.Store(int64(from))
@@ -135,7 +132,7 @@ func (e *env) park(ctx context.Context, prefix string, from, to int) error {
 			return nil
 		}
 		if time.Since(begin) > 30*time.Minute {
-			return fmt.Errorf("only %d of %d claims parked 30 minutes after the last start", n, to)
+			return fmt.Errorf("only %d of %d claims parked after 30 minutes", n, to)
 		}
 		fmt.Fprintf(os.Stderr, "  parked %d/%d\r", n, to)
 		time.Sleep(2 * time.Second)

@@ -236,54 +236,30 @@ func (e *env) countStatus(ctx context.Context, prefix, status string) (int64, er
 	return resp.GetCount(), nil
 }
 
+// idleAfter is the worker's memory idle after n claims on the auto path,
+// as many at a time as the workload will park: "idle" is a worker that
+// has just run as much work, so a difference is what parked claims hold
+// and not what any burst of work leaves behind (a larger heap goal the
+// runtime keeps for minutes).
+func (e *env) idleAfter(ctx context.Context, w *proc, tag string, n int) (workerVars, error) {
+	if _, err := e.throughput(ctx, e.autoClaims(tag), n); err != nil {
+		return workerVars{}, err
+	}
+	time.Sleep(5 * time.Second)
+	return w.vars()
+}
+
 // parkedMemory compares the worker's RSS and goroutines idle with the same
 // after e.o.parked claims have parked for approval.
 func (e *env) parkedMemory(ctx context.Context, res *results, w *proc) error {
-	// First the same load on the auto path, whose claims finish: "idle" is
-	// a worker that has just run as many claims, as many at a time, so the
-	// difference is what the parked claims hold and not what any burst of
-	// work leaves behind (a larger heap goal the runtime keeps for minutes).
-	if _, err := e.throughput(ctx, e.autoClaims("park-warm"), e.o.parked); err != nil {
-		return err
-	}
-	time.Sleep(5 * time.Second)
-	before, err := w.vars()
+	before, err := e.idleAfter(ctx, w, "park-warm", e.o.parked)
 	if err != nil {
 		return err
 	}
 	prefix := fmt.Sprintf("bench-parked-%d-", seq.Add(1))
 	begin := time.Now()
-	sem := make(chan struct{}, e.o.concurrency)
-	var wg sync.WaitGroup
-	var startErr atomic.Value
-	for i := range e.o.parked {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if _, err := e.startClaim(ctx, fmt.Sprintf("%s%05d", prefix, i), "1840.00"); err != nil {
-				startErr.Store(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := startErr.Load().(error); err != nil {
+	if err := e.park(ctx, prefix, 0, e.o.parked); err != nil {
 		return err
-	}
-	for {
-		n, err := e.countStatus(ctx, prefix, workflows.StatusWaiting)
-		if err != nil {
-			return err
-		}
-		if n >= int64(e.o.parked) {
-			break
-		}
-		if time.Since(begin) > 30*time.Minute {
-			return fmt.Errorf("only %d of %d claims parked after 30 minutes", n, e.o.parked)
-		}
-		fmt.Fprintf(os.Stderr, "  parked %d/%d\r", n, e.o.parked)
-		time.Sleep(2 * time.Second)
 	}
 	time.Sleep(5 * time.Second)
 	after, err := w.vars()
