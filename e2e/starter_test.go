@@ -1,16 +1,25 @@
 package e2e
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/testbed/testenv"
@@ -67,4 +76,106 @@ func TestStarterValidatesFirstAndNeverStartsTwice(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "claim-e2e-start already exists (run "+first.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId())
 	assert.Contains(t, out, "not starting another")
+}
+
+// A surge is started in bulk: a directory of claim files, many at a time,
+// with progress on stderr. Killed midway (SIGKILL: no chance to tidy up),
+// the same command resumes: every claim ends up with exactly one run, the
+// ones started before the kill are reported as already started.
+func TestStarterStartsASurgeAndResumesAfterAKill(t *testing.T) {
+	w := newWorld(t)
+	const n = 400
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "photo.jpg"), []byte("hail on the roof"), 0o644))
+	for i := range n {
+		id := fmt.Sprintf("claim-e2e-surge-%04d", i)
+		doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Ada Lovelace","email":"ada%d@example.com","stripe_account":"acct_1Ada%d"},
+			"amount":"1840.00","currency":"usd","description":"Hail broke the roof tiles","documents":[{"name":"photo.jpg","path":"photo.jpg"}]}`, id, i, i)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, id+".json"), []byte(doc), 0o644))
+	}
+	starter := filepath.Join(w.bin, "starter")
+	args := []string{"--concurrency", "8", "--progress", "200ms", dir}
+
+	// First pass: kill it once a quarter of the claims have started.
+	cmd := exec.Command(starter, args...)
+	cmd.Env = append(os.Environ(), w.env...)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	first := map[string]string{} // claim -> run, as the first pass printed them
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if m := startedLine.FindStringSubmatch(sc.Text()); m != nil {
+			first[m[1]] = m[2]
+			if len(first) == n/4 {
+				require.NoError(t, cmd.Process.Kill())
+				break
+			}
+		}
+	}
+	go io.Copy(io.Discard, stdout)
+	_ = cmd.Wait()
+	require.Len(t, first, n/4, "the first pass started claims before it was killed")
+	assert.Contains(t, stderr.String(), "/400 claims (", "a batch reports its progress")
+
+	// Second pass: the same command finishes the batch.
+	begin := time.Now()
+	out, err := testenv.Run(t, w.env, starter, args...)
+	require.NoError(t, err, out)
+	took := time.Since(begin)
+	assert.Contains(t, out, "starter: 400 claims in ")
+	again, fresh := 0, 0
+	for line := range strings.Lines(out) {
+		if m := startedLine.FindStringSubmatch(line); m != nil {
+			_, dup := first[m[1]]
+			assert.False(t, dup, "%s started twice", m[1])
+			fresh++
+		}
+		if m := alreadyLine.FindStringSubmatch(line); m != nil {
+			if run, ok := first[m[1]]; ok {
+				assert.Equal(t, run, m[2], "%s: the run the first pass started", m[1])
+			}
+			again++
+		}
+	}
+	assert.Equal(t, n, fresh+again, out)
+	assert.GreaterOrEqual(t, again, n/4, "every claim started before the kill is found, not started again")
+
+	// The server agrees: one run per claim, no more (visibility catches up
+	// within a moment; a second run of any claim would make it 401).
+	ctx := context.Background()
+	count := func() int64 {
+		resp, err := w.client.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: `WorkflowId STARTS_WITH "claim-e2e-surge-"`})
+		require.NoError(t, err)
+		return resp.GetCount()
+	}
+	require.Eventually(t, func() bool { return count() >= n }, 30*time.Second, 200*time.Millisecond)
+	time.Sleep(time.Second)
+	assert.EqualValues(t, n, count(), "exactly one run per claim")
+	t.Logf("resumed %d claims (%d already started) in %s: %.0f a minute", n, again, took.Round(time.Millisecond), float64(n)/took.Minutes())
+}
+
+var (
+	startedLine = regexp.MustCompile(`^started (claim-e2e-surge-\d+) \(run ([0-9a-f-]+)\)`)
+	alreadyLine = regexp.MustCompile(`^(claim-e2e-surge-\d+) already exists \(run ([0-9a-f-]+),`)
+)
+
+// lockedBuffer is a bytes.Buffer a process and the test may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

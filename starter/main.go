@@ -4,7 +4,7 @@
 // ClaimWorkflow per claim with the claim ID as workflow ID. Starting a claim
 // that already exists returns the existing run, never a second one.
 //
-//	starter [flags] CLAIM.json...
+//	starter [flags] CLAIM.json|DIR...
 //	starter [flags] --claim-id claim-0042 --policy pol-1001 --name … --email … --account acct_… --amount 1840.00 [--currency usd]
 package main
 
@@ -16,8 +16,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -58,6 +60,9 @@ type options struct {
 	maxTokens     int64
 	fourEyes      string
 	registerOnly  bool
+	concurrency   int
+	timeout       time.Duration
+	progress      time.Duration
 	docsRoot      string
 	file          claim.File
 }
@@ -81,6 +86,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&o.maxTokens, "max-triage-tokens", int64(envInt("TRIAGE_MAX_TOKENS", 0)), "cap on the tokens triage may use; past it a human triages (env TRIAGE_MAX_TOKENS; lower only)")
 	fs.StringVar(&o.docsRoot, "docs-root", config.Get("DOCS_ROOT", ""), "read documents only under this directory (env DOCS_ROOT; default: each claim file's own directory)")
 	fs.BoolVar(&o.registerOnly, "register-only", false, "register the claims in the system of record (documents stored) without starting them")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "claims started at a time (a surge: thousands a minute)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "how long one claim may take to register and start")
+	fs.DurationVar(&o.progress, "progress", 5*time.Second, "how often a batch of claims reports progress on stderr (0: never)")
 	fs.StringVar(&o.fourEyes, "four-eyes-above", "", "payout above which two approvers must agree, in the claim's currency (lower only)")
 	fs.StringVar(&o.file.ClaimID, "claim-id", "", "start one claim from flags: its ID")
 	fs.StringVar(&o.file.PolicyID, "policy", "", "policy ID")
@@ -93,7 +101,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return exitInvalid
 	}
-	if fs.NArg() == 0 && o.file.ClaimID == "" {
+	if o.concurrency < 1 || o.timeout <= 0 || o.progress < 0 {
+		fmt.Fprintln(stderr, "starter: --concurrency must be 1 or more, --timeout positive, --progress 0 or more")
+		return exitInvalid
+	}
+	paths, err := claimFiles(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return exitInvalid
+	}
+	if len(paths) == 0 && o.file.ClaimID == "" {
 		fmt.Fprintln(stderr, "starter: give claim files, or --claim-id and the other claim flags")
 		fs.Usage()
 		return exitInvalid
@@ -119,7 +136,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		claims = append(claims, named{"flags", c, root})
 	}
-	for _, path := range fs.Args() {
+	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
@@ -173,7 +190,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	logger := config.Logger("starter")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	setup, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := store.Open(config.ClaimsDB())
 	if err != nil {
@@ -181,45 +198,75 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	defer st.Close()
-	c, err := config.Dial(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c, err := config.Dial(setup, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		fmt.Fprintln(stderr, "starter:", err)
 		return exitFailed
 	}
 	defer c.Close()
-	docs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
+	docs, err := blobs.Open(setup, config.Get("BLOB_URL", ""))
 	if err != nil {
 		fmt.Fprintln(stderr, "starter:", err)
 		return exitFailed
 	}
 	defer docs.Close()
 
-	code := exitOK
-	for i, in := range inputs {
+	// An interrupt stops taking claims; those under way finish. Each claim
+	// is idempotent (registered, then started under its own ID), so the
+	// same command run again resumes: a claim already started is reported
+	// and not started twice.
+	stop, unstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer unstop()
+	b := &batch{out: &lockedWriter{w: stdout}, total: len(inputs), hint: len(inputs) == 1}
+	errOut := &lockedWriter{w: stderr}
+	one := func(i int) outcome {
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		defer cancel()
+		in := inputs[i]
 		if err := storeDocuments(ctx, docs, &in.Claim, claims[i].root); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
-			code = exitFailed
-			continue
+			fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
+			return failed
 		}
 		if o.registerOnly {
 			if _, _, err := st.PutClaim(ctx, in.Claim); err != nil {
-				fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
-				code = exitFailed
-				continue
+				fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
+				return outcomeOf(err)
 			}
-			fmt.Fprintf(stdout, "registered %s, %s %s (not started)\n", in.Claim.ID, in.Claim.Amount(), in.Claim.Currency)
-			continue
+			fmt.Fprintf(b.out, "registered %s, %s %s (not started)\n", in.Claim.ID, in.Claim.Amount(), in.Claim.Currency)
+			return registered
 		}
-		if err := start(ctx, c, st, in, stdout); err != nil {
+		res, err := start(ctx, c, st, in, b.out, b.hint)
+		if err != nil {
 			logger.Error("start failed", "claim", in.Claim.ID, "error", err)
-			fmt.Fprintf(stderr, "%s: %v\n", in.Claim.ID, err)
-			code = exitFailed
-			if errors.Is(err, store.ErrConflict) {
-				code = exitInvalid
-			}
+			fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
+			return outcomeOf(err)
 		}
+		return res
 	}
-	return code
+	var progress io.Writer
+	if len(inputs) >= progressFrom && o.progress > 0 {
+		progress = errOut
+	}
+	b.run(stop, o.concurrency, one, progress, o.progress)
+	if !b.hint && b.count(started) > 0 {
+		fmt.Fprintln(stdout, "  a claim waiting for a decision (claimsctl list --status waiting) is decided with: "+
+			"temporal workflow update execute --workflow-id CLAIM --name decide --input \"$(claimsctl receipt approve CLAIM --key YOUR.key)\"")
+	}
+	if stop.Err() != nil && b.done() < len(inputs) {
+		fmt.Fprintf(stderr, "starter: interrupted after %d of %d claims (%s); run the same command again to go on: claims already started are not started twice\n",
+			b.done(), len(inputs), b.summary())
+		return exitFailed
+	}
+	if len(inputs) >= progressFrom {
+		fmt.Fprintf(stderr, "starter: %d claims in %s: %s\n", len(inputs), b.elapsed().Round(time.Second), b.summary())
+	}
+	switch {
+	case b.count(conflict) > 0:
+		return exitInvalid
+	case b.count(failed) > 0:
+		return exitFailed
+	}
+	return exitOK
 }
 
 func (o options) input(c claim.Claim) (workflows.ClaimInput, error) {
@@ -292,10 +339,10 @@ func report(w io.Writer, source string, err error) {
 
 // start registers the claim and starts its workflow, or reports the run that
 // already exists for it.
-func start(ctx context.Context, c client.Client, st *store.Store, in workflows.ClaimInput, out io.Writer) error {
+func start(ctx context.Context, c client.Client, st *store.Store, in workflows.ClaimInput, out io.Writer, hint bool) (outcome, error) {
 	id := in.Claim.ID
 	if _, _, err := st.PutClaim(ctx, in.Claim); err != nil {
-		return err
+		return failed, err
 	}
 	// One run per claim, ever: a second start of a running or finished
 	// claim is refused by the server and reported here.
@@ -305,19 +352,19 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 	case errors.As(err, &already):
 		desc, derr := c.DescribeWorkflow(ctx, id, "")
 		if derr != nil {
-			return derr
+			return failed, derr
 		}
 		info := desc.RawResponse.GetWorkflowExecutionInfo()
 		status := strings.ToLower(strings.TrimPrefix(info.GetStatus().String(), "WORKFLOW_EXECUTION_STATUS_"))
 		if info.GetTaskQueue() == workflows.TaskQueue && info.GetType().GetName() == workflows.WorkflowType {
 			fmt.Fprintf(out, "%s already exists (run %s, %s); not starting another\n", id, already.RunId, status)
-			break
+			return existed, nil
 		}
 		// Someone's own workflow holds the claim's ID: no worker of ours
 		// acts for it (the claim belongs to no run of it), but while it
 		// runs, the claim cannot start.
 		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			return fmt.Errorf("%s: the workflow ID is held by a foreign run (%s on task queue %q, %s), not a claim workflow of ours; "+
+			return failed, fmt.Errorf("%s: the workflow ID is held by a foreign run (%s on task queue %q, %s), not a claim workflow of ours; "+
 				"nothing started: an operator ends it (temporal workflow terminate --workflow-id %s) and starts the claim again",
 				id, info.GetType().GetName(), info.GetTaskQueue(), already.RunId, id)
 		}
@@ -325,15 +372,18 @@ func start(ctx context.Context, c client.Client, st *store.Store, in workflows.C
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		run, err := c.ExecuteWorkflow(ctx, opts, workflows.WorkflowType, in)
 		if err != nil {
-			return err
+			return failed, err
 		}
 		fmt.Fprintf(out, "started %s (run %s), %s %s; a foreign run (%s on task queue %q, %s) had used its ID\n", id, run.GetRunID(),
 			in.Claim.Amount(), in.Claim.Currency, info.GetType().GetName(), info.GetTaskQueue(), status)
 	case err != nil:
-		return err
+		return failed, err
 	default:
 		fmt.Fprintf(out, "started %s (run %s), %s %s\n", id, run.GetRunID(), in.Claim.Amount(), in.Claim.Currency)
 	}
+	if !hint {
+		return started, nil
+	}
 	fmt.Fprintf(out, "  if it waits for a decision (claimsctl wait %s --status waiting): temporal workflow update execute --workflow-id %s --name decide --input \"$(claimsctl receipt approve %s --key YOUR.key)\"\n", id, id, id)
-	return nil
+	return started, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,11 +14,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -46,11 +46,13 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	parked := 0
 	begin := time.Now()
 	for _, level := range []int{e.o.surgeBase, e.o.surge} {
-		if err := e.park(ctx, prefix, parked, level); err != nil {
+		pace, err := e.park(ctx, prefix, parked, level)
+		if err != nil {
 			return err
 		}
+		res.Values[fmt.Sprintf("surge_%d_starter_per_min", level)] = pace
 		parked = level
-		fmt.Fprintf(os.Stderr, "  %d parked after %s\n", level, time.Since(begin).Round(time.Second))
+		fmt.Fprintf(os.Stderr, "  %d parked after %s (bin/starter started them at %.0f a minute)\n", level, time.Since(begin).Round(time.Second), pace)
 		page, err := inbox.firstPage(ctx, 5, 50)
 		if err != nil {
 			return err
@@ -94,45 +96,52 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	return nil
 }
 
-// park starts claims from..to-1 under prefix (1,840.00: a human decides),
-// as many at a time as the other workloads, and waits until to of them
-// wait.
-func (e *env) park(ctx context.Context, prefix string, from, to int) error {
-	var next atomic.Int64
-	next.Store(int64(from))
-	var startErr atomic.Value
-	var wg sync.WaitGroup
-	for range e.o.concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= to {
-					return
-				}
-				if _, err := e.startClaim(ctx, fmt.Sprintf("%s%05d", prefix, i), "1840.00"); err != nil {
-					startErr.Store(err)
-					return
-				}
-			}
-		}()
+// park starts claims from..to-1 under prefix (1,840.00: a human decides)
+// the way an insurer starts a surge: claim files in a directory, with a
+// photo each, given to bin/starter (--concurrency 32); it returns the pace
+// the starter kept (claims a minute) once to of them wait.
+func (e *env) park(ctx context.Context, prefix string, from, to int) (float64, error) {
+	dir := filepath.Join(e.dir, fmt.Sprintf("%sintake-%d", prefix, to))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
 	}
-	wg.Wait()
-	if err, _ := startErr.Load().(error); err != nil {
-		return err
+	if err := os.WriteFile(filepath.Join(dir, "photo.jpg"), []byte("a bench photo"), 0o600); err != nil {
+		return 0, err
 	}
+	for i := from; i < to; i++ {
+		id := fmt.Sprintf("%s%05d", prefix, i)
+		c := benchClaim(id, "1840.00", claim.Document{Name: "photo.jpg", Path: "photo.jpg"})
+		f := claim.File{ClaimID: c.ID, PolicyID: c.PolicyID, Claimant: c.Claimant, Amount: "1840.00", Currency: "usd",
+			Description: c.Description, Documents: c.Documents}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".json"), b, 0o600); err != nil {
+			return 0, err
+		}
+	}
+	starter := exec.CommandContext(ctx, filepath.Join(filepath.Dir(e.o.workerBin), "starter"), "--concurrency", "32", "--progress", "0", dir)
+	starter.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.server.FrontendHostPort(), "TEMPORAL_NAMESPACE=default", "LOG_LEVEL=warn",
+		"CLAIMS_DB="+filepath.Join(e.dir, "claims.db"), "BLOB_URL="+e.blobURL())
+	var errs strings.Builder
+	starter.Stderr = &errs
+	t := time.Now()
+	if err := starter.Run(); err != nil {
+		return 0, fmt.Errorf("starter: %w: %.500s", err, errs.String())
+	}
+	perMin := float64(to-from) / time.Since(t).Minutes()
 	begin := time.Now()
 	for {
 		n, err := e.countStatus(ctx, prefix, workflows.StatusWaiting)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if n >= int64(to) {
-			return nil
+			return perMin, nil
 		}
 		if time.Since(begin) > 30*time.Minute {
-			return fmt.Errorf("only %d of %d claims parked after 30 minutes", n, to)
+			return 0, fmt.Errorf("only %d of %d claims parked after 30 minutes", n, to)
 		}
 		fmt.Fprintf(os.Stderr, "  parked %d/%d\r", n, to)
 		time.Sleep(2 * time.Second)

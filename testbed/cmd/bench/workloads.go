@@ -258,7 +258,7 @@ func (e *env) parkedMemory(ctx context.Context, res *results, w *proc) error {
 	}
 	prefix := fmt.Sprintf("bench-parked-%d-", seq.Add(1))
 	begin := time.Now()
-	if err := e.park(ctx, prefix, 0, e.o.parked); err != nil {
+	if _, err := e.park(ctx, prefix, 0, e.o.parked); err != nil {
 		return err
 	}
 	time.Sleep(5 * time.Second)
