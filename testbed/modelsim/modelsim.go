@@ -19,6 +19,12 @@
 // caller hangs up, or the server shuts down (the command cancels every
 // request's context on a signal) — and is then answered 503, unprocessed.
 //
+// TokensPerMinute limits the tokens answered per minute as a provider's TPM
+// limit does: a request is refused with 429, Retry-After, retry-after-ms and
+// the x-ratelimit-*-tokens headers (an error of type "tokens", code
+// "rate_limit_exceeded") until the bucket holds its prompt tokens, and each
+// answer is charged the total_tokens its usage reports.
+//
 // Request bodies are bounded, a chat completion at 8 MiB and a POST
 // /_sim/faults list at 64 KiB; a larger body is refused whole with 413.
 package modelsim
@@ -110,6 +116,10 @@ type Call struct {
 	At       time.Time `json:"at"`
 	// Waited is the latency the answer was held for (Server.Latency).
 	Waited time.Duration `json:"waited_ns,omitempty"`
+	// Tokens is the answer's usage.total_tokens, what the TPM limit charged;
+	// RateLimited marks a request the TPM limit refused (Answered "error").
+	Tokens      int64 `json:"tokens,omitempty"`
+	RateLimited bool  `json:"rate_limited,omitempty"`
 }
 
 // Server is an http.Handler.
@@ -122,15 +132,25 @@ type Server struct {
 	// Latency makes every answer take as long as a real model's: a time
 	// drawn uniformly from [Min, Max] before it is sent (zero: at once).
 	Latency Latency
+	// TokensPerMinute, when positive, is a TPM limit: a token bucket holding
+	// five seconds' worth (TokensPerMinute/12, at least 1), starting full and
+	// refilling continuously. A request is admitted while the bucket holds
+	// its prompt tokens (all of it, for a prompt larger than the bucket),
+	// else refused with 429; an answer is charged its total_tokens, and may
+	// leave the bucket in debt.
+	TokensPerMinute int64
+
+	now func() time.Time // the TPM bucket's clock; nil is time.Now
 
 	mu     sync.Mutex
 	n      int
 	faults []Fault
 	calls  []Call
+	tpm    tokenBucket
 }
 
 // New returns a server with no faults queued.
-func New(apiKey string) *Server { return &Server{APIKey: apiKey} }
+func New(apiKey string) *Server { return &Server{APIKey: apiKey, now: time.Now} }
 
 // Inject queues faults, served one per call in order. It panics, queueing
 // none, if one is not valid (see ParseFault): that is a programming error.
@@ -221,8 +241,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	idx := len(s.calls)
 	s.calls = append(s.calls, call)
 	s.mu.Unlock()
+	var reserved int64 // the prompt tokens the TPM limit holds for this call
 	record := func(answered string) {
 		s.mu.Lock()
+		if reserved > 0 {
+			s.settle(reserved, call.Tokens)
+		}
 		call.Answered = answered
 		s.calls[idx] = call
 		s.mu.Unlock()
@@ -241,18 +265,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "the body must be JSON with model and messages")
 		return
 	}
-	s.mu.Lock()
-	if len(s.faults) > 0 {
-		call.Fault, s.faults = s.faults[0], s.faults[1:]
-	}
-	s.mu.Unlock()
-
 	c, rest, extra, err := parsePrompt(req.Messages)
 	call.ClaimID = c.ID
 	for _, m := range rest {
 		if m.Role == "tool" {
 			call.Answers = append(call.Answers, m.ToolCallID)
 		}
+	}
+	// A request the TPM limit refuses is not served the next fault: that
+	// stays queued for the next call admitted.
+	s.mu.Lock()
+	var limited *rateLimit
+	if prompt := promptTokens(len(body)); err == nil && s.TokensPerMinute > 0 {
+		if limited = s.admit(prompt); limited == nil {
+			reserved = prompt
+		}
+	}
+	if limited == nil && len(s.faults) > 0 {
+		call.Fault, s.faults = s.faults[0], s.faults[1:]
+	}
+	s.mu.Unlock()
+	if limited != nil {
+		call.RateLimited = true
+		record("error")
+		limited.write(w, req.Model)
+		return
 	}
 	if err != nil {
 		record("error")
@@ -316,8 +353,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(toolCalls) > 0 {
 		answered = "tool_calls"
 	}
+	in, out := promptTokens(len(body)), completionTokens(call.N, content, toolCalls)
+	call.Tokens = in + out
 	record(answered)
-	writeJSON(w, http.StatusOK, completion(call.N, req.Model, content, toolCalls, len(body)))
+	writeJSON(w, http.StatusOK, completion(call.N, req.Model, content, toolCalls, in, out))
 }
 
 // serveInject queues the faults of a POST /_sim/faults, a JSON array: all of
@@ -475,7 +514,17 @@ func contents(msgs []model.Message) []string {
 	return out
 }
 
-func completion(n int, modelName, content string, calls []model.ToolCall, promptBytes int) map[string]any {
+// promptTokens is what a request body of n bytes counts for: about four
+// bytes a token, as for English text.
+func promptTokens(n int) int64 { return int64(n/4 + 1) }
+
+// completionTokens is what the n-th answer counts for: its content, ten a
+// tool call, and a few that vary with the call.
+func completionTokens(n int, content string, calls []model.ToolCall) int64 {
+	return int64(len(content)/4 + 10*len(calls) + n%7 + 1)
+}
+
+func completion(n int, modelName, content string, calls []model.ToolCall, in, out int64) map[string]any {
 	msg := map[string]any{"role": "assistant", "content": nil, "refusal": nil}
 	finish := "stop"
 	if len(calls) > 0 {
@@ -489,8 +538,6 @@ func completion(n int, modelName, content string, calls []model.ToolCall, prompt
 	} else {
 		msg["content"] = content
 	}
-	out := int64(len(content)/4 + 10*len(calls) + n%7 + 1)
-	in := int64(promptBytes/4 + 1)
 	return map[string]any{
 		"id": fmt.Sprintf("chatcmpl-sim-%d", n), "object": "chat.completion", "created": time.Now().Unix(), "model": modelName,
 		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},

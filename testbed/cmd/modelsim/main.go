@@ -8,9 +8,11 @@
 //	                           (429, 429:<s>, 500, malformed, invalid, slow:<d> up to 10m,
 //	                           400, 401, 404, context-length, or another 4xx or 5xx code)
 //	MODELSIM_LATENCY -latency  how long every answer takes: "1.5s", or "1s-2s" uniform
+//	MODELSIM_TPM     -tpm      tokens per minute answered, beyond which 429 with
+//	                           Retry-After, as a provider's TPM limit (default 0: unlimited)
 //
-// An unknown or malformed fault stops it, with the reason, before it
-// listens (see modelsim.ParseFault).
+// An unknown or malformed fault, latency or TPM stops it, with the reason,
+// before it listens (see modelsim.ParseFault).
 //
 // Point the worker at it with MODEL_PROVIDER=openai
 // MODEL_BASE_URL=http://localhost:12112/v1 MODEL_NAME=sim. GET /_sim/calls
@@ -32,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -57,6 +60,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	key := fs.String("api-key", os.Getenv("MODELSIM_API_KEY"), "the only bearer key accepted (empty: any)")
 	faults := fs.String("faults", os.Getenv("MODELSIM_FAULTS"), "faults for the first calls, comma-separated (see modelsim.ParseFault)")
 	latency := fs.String("latency", os.Getenv("MODELSIM_LATENCY"), `how long every answer takes, as a real model's would: "1.5s", or "1s-2s" (uniform); empty: at once`)
+	tpm := fs.String("tpm", os.Getenv("MODELSIM_TPM"), "tokens per minute answered, beyond which 429 with Retry-After, as a provider's TPM limit; empty or 0: unlimited")
 	gullible := fs.Bool("gullible", os.Getenv("MODELSIM_GULLIBLE") == "1", "obey instructions injected in a claim (prompt injection tests; env MODELSIM_GULLIBLE=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -78,9 +82,16 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-latency: %w", err)
 	}
+	var tokensPerMinute int64
+	if *tpm != "" {
+		if tokensPerMinute, err = strconv.ParseInt(*tpm, 10, 64); err != nil || tokensPerMinute < 0 {
+			return fmt.Errorf(`-tpm %q: want a whole number of tokens per minute, as in "30000" (0: unlimited)`, *tpm)
+		}
+	}
 	sim := modelsim.New(*key)
 	sim.Gullible = *gullible
 	sim.Latency = lat
+	sim.TokensPerMinute = tokensPerMinute
 	sim.Inject(queue...)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -95,3 +95,36 @@ func TestRunServesFaultsThenShutsDownDespiteASlowCall(t *testing.T) {
 		t.Fatal("run did not return after cancellation")
 	}
 }
+
+func TestRunRefusesABadTPMBeforeListening(t *testing.T) {
+	for _, tpm := range []string{"fast", "-1", "1.5", "1e6", " 100"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var out strings.Builder
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-tpm", tpm}, &out)
+		cancel()
+		require.Error(t, err, tpm)
+		assert.Contains(t, err.Error(), `-tpm "`+tpm+`": want a whole number of tokens per minute`, tpm)
+		assert.NotContains(t, out.String(), "modelsim listening", tpm)
+	}
+	t.Setenv("MODELSIM_TPM", "lots")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"-addr", "127.0.0.1:0"}, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `-tpm "lots"`, "MODELSIM_TPM is checked as the flag is")
+}
+
+func TestRunLimitsTokensPerMinute(t *testing.T) {
+	t.Setenv("MODELSIM_TPM", "999999") // the flag wins over the environment
+	base, _, _ := start(t, "-tpm", "600")
+	var resp *http.Response
+	for range 5 { // a bucket of 50 tokens: one call empties it
+		var err error
+		resp, err = http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(claimBody))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "600", resp.Header.Get("x-ratelimit-limit-tokens"))
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+}

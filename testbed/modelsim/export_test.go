@@ -1,0 +1,6 @@
+package modelsim
+
+import "time"
+
+// SetClock makes the TPM limit read the time from now.
+func (s *Server) SetClock(now func() time.Time) { s.now = now }
