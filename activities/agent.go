@@ -31,6 +31,9 @@ type TurnInput struct {
 	// ToolResults answer the previous turn's tool calls.
 	ToolResults []ToolResult `json:"tool_results,omitempty"`
 	Price       Price        `json:"price"`
+	// WaitsForBudget says the workflow waits for model capacity itself
+	// (from versionBudget on): see model.WithDurableWait.
+	WaitsForBudget bool `json:"waits_for_budget,omitempty"`
 }
 
 // TurnResult is one recorded model turn: what it asked for or concluded,
@@ -79,6 +82,9 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	}
 	for _, r := range in.ToolResults {
 		msgs = append(msgs, Message{Role: "tool", ToolCallID: r.CallID, Name: r.Name, Content: r.Content})
+	}
+	if in.WaitsForBudget {
+		ctx = withDurableWait(ctx)
 	}
 	reply, err := a.Model.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
 	if err != nil {

@@ -50,6 +50,8 @@ type AssessInput struct {
 	AssessRequest
 	// Price estimates the call's cost in its result (zero: not estimated).
 	Price Price `json:"price,omitzero"`
+	// WaitsForBudget: as TurnInput's.
+	WaitsForBudget bool `json:"waits_for_budget,omitempty"`
 }
 
 // TriageClaim is step 2: the model classifies the claim.
@@ -74,6 +76,9 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	}
 	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
 		return AssessResult{}, err // the insurer's model is not anyone's to spend
+	}
+	if in.WaitsForBudget {
+		ctx = withDurableWait(ctx)
 	}
 	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
 	if err != nil {

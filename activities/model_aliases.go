@@ -38,3 +38,9 @@ func ReviewTriage(reason string) Triage { return model.ReviewTriage(reason) }
 func ReviewAssessment(coveredMinor int64, why string) Assessment {
 	return model.ReviewAssessment(coveredMinor, why)
 }
+
+// ErrModelBudgetWait is the error type of a model step that hands a wait
+// for capacity back to its workflow (model.ErrModelBudgetWait).
+const ErrModelBudgetWait = model.ErrModelBudgetWait
+
+var withDurableWait = model.WithDurableWait

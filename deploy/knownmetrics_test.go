@@ -89,6 +89,7 @@ var ourMetrics = []ourMetric{
 	{metrics.ModelCalls, counter, "", map[string][]string{"provider": nil, "step": {"triage", "assess"}}},
 	{metrics.ModelTokens, counter, "", map[string][]string{"provider": nil, "direction": {"in", "out"}}},
 	{metrics.ModelCostMicros, counter, "", map[string][]string{"provider": nil}},
+	{metrics.ModelWaits, counter, "", map[string][]string{"reason": {"budget", "provider", "budget-handed-back", "provider-handed-back"}}},
 	{metrics.TriageToolCalls, counter, "", map[string][]string{
 		"tool":    {"lookup_policy", "get_document_text", "prior_claims", "flag_fraud_signal", "unknown"},
 		"outcome": {"ok", "refused"}}},

@@ -47,12 +47,23 @@ type OpenAIConfig struct {
 	// again within one call before the claim goes to a human (default 2).
 	MaxInvalidAnswers int
 	HTTPClient        *http.Client
+	// Budget, when set, is the rate limit every worker shares
+	// (MODEL_TOKENS_PER_MINUTE); a 429 is waited out, not retried, either
+	// way.
+	Budget Budget
+	// MaxWait is how long a call may hold its worker waiting for capacity
+	// (default 30 s); past it the wait goes back to the workflow.
+	MaxWait time.Duration
+	// OnWait, when set, hears of every wait for capacity: why ("budget",
+	// "provider", or either with "-handed-back") and how long.
+	OnWait func(ctx context.Context, why string, d time.Duration)
 }
 
 // OpenAIModel is the Model behind the Chat Completions API, through the
 // official SDK. The SDK's own retries are off: the activity's retry policy
-// retries, with the provider's Retry-After, so every attempt is visible in
-// the workflow's history.
+// retries, so every attempt is visible in the workflow's history. A rate
+// limit is not a failure: a 429 is waited out within the call (complete),
+// and a longer wait goes back to the workflow.
 type OpenAIModel struct {
 	client openai.Client
 	cfg    OpenAIConfig
@@ -68,6 +79,9 @@ func NewOpenAIModel(cfg OpenAIConfig) (*OpenAIModel, error) {
 	}
 	if cfg.MaxInvalidAnswers <= 0 {
 		cfg.MaxInvalidAnswers = 2
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 30 * time.Second
 	}
 	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithRequestTimeout(cfg.Timeout)}
 	if cfg.BaseURL != "" {
@@ -182,9 +196,9 @@ func (m *OpenAIModel) TriageTurn(ctx context.Context, req TurnRequest) (Reply[Tu
 	var usage Usage
 	for tries := 1; ; tries++ {
 		params.Messages = msgs
-		comp, err := m.client.Chat.Completions.New(ctx, params)
+		comp, err := m.complete(ctx, params)
 		if err != nil {
-			return Reply[Turn]{}, classifyModelError(err)
+			return Reply[Turn]{}, err
 		}
 		usage = addUsage(usage, comp, msgs)
 		answer, calls, problem := firstChoice(comp)
@@ -242,9 +256,9 @@ func (m *OpenAIModel) Assess(ctx context.Context, r AssessRequest) (Reply[Assess
 	var exchange []Message
 	for tries := 1; ; tries++ {
 		params.Messages = msgs
-		comp, err := m.client.Chat.Completions.New(ctx, params)
+		comp, err := m.complete(ctx, params)
 		if err != nil {
-			return Reply[Assessment]{}, classifyModelError(err)
+			return Reply[Assessment]{}, err
 		}
 		usage = addUsage(usage, comp, msgs)
 		answer, calls, problem := firstChoice(comp)

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,12 @@ import (
 
 func simModel(t *testing.T, cfg model.OpenAIConfig) (*model.OpenAIModel, *modelsim.Server) {
 	t.Helper()
-	sim := modelsim.New("sk-sim")
+	return simModelAt(t, modelsim.New("sk-sim"), cfg)
+}
+
+// simModelAt is simModel on a given server (several models, one server).
+func simModelAt(t *testing.T, sim *modelsim.Server, cfg model.OpenAIConfig) (*model.OpenAIModel, *modelsim.Server) {
+	t.Helper()
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	cfg.BaseURL, cfg.Model = srv.URL+"/v1", "sim-1"
@@ -169,7 +175,11 @@ func TestOpenAIProviderClassifiesEveryErrorClass(t *testing.T) {
 			if tc.fault != "" {
 				sim.Inject(tc.fault)
 			}
-			_, err := m.TriageTurn(context.Background(), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+			// A deadline that leaves no time to wait out a 429 in the call
+			// (TestOpenAIProviderWaitsOutA429 has the time).
+			ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(tc.cfg.Timeout, time.Minute))
+			defer cancel()
+			_, err := m.TriageTurn(ctx, model.TurnRequest{Claim: waterClaim(), Turn: 1})
 			var appErr *temporal.ApplicationError
 			require.True(t, errors.As(err, &appErr), "%v", err)
 			assert.Equal(t, tc.typ, appErr.Type())

@@ -32,6 +32,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/model"
 	"github.com/durableclaims/durableclaims/worker/crash"
@@ -283,8 +284,10 @@ func describer(c client.Client) func(ctx context.Context, id, runID string) (act
 
 // newModel is the model behind steps 2 and 4: MODEL_PROVIDER=rules (the
 // offline default) or openai (any Chat Completions endpoint: MODEL_BASE_URL,
-// MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT, MODEL_MAX_INVALID_ANSWERS).
-func newModel() (model.Model, error) {
+// MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT, MODEL_MAX_INVALID_ANSWERS), with
+// MODEL_TOKENS_PER_MINUTE the rate every worker on the claims store shares
+// (MODEL_BUDGET names it, MODEL_MAX_WAIT bounds a wait in one call).
+func newModel(st *store.Store) (model.Model, error) {
 	switch p := config.Get("MODEL_PROVIDER", "rules"); p {
 	case "rules":
 		return model.RulesModel{}, nil
@@ -297,8 +300,27 @@ func newModel() (model.Model, error) {
 		if err != nil || invalid < 1 {
 			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", config.Get("MODEL_MAX_INVALID_ANSWERS", ""))
 		}
-		return model.NewOpenAIModel(model.OpenAIConfig{BaseURL: config.Get("MODEL_BASE_URL", ""), Model: config.Get("MODEL_NAME", ""),
-			APIKey: config.Get("MODEL_API_KEY", ""), Timeout: timeout, MaxInvalidAnswers: invalid})
+		cfg := model.OpenAIConfig{BaseURL: config.Get("MODEL_BASE_URL", ""), Model: config.Get("MODEL_NAME", ""),
+			APIKey: config.Get("MODEL_API_KEY", ""), Timeout: timeout, MaxInvalidAnswers: invalid,
+			OnWait: func(ctx context.Context, why string, d time.Duration) {
+				metrics.Activity(ctx, metrics.ModelWaits, map[string]string{"reason": why})
+			}}
+		if cfg.MaxWait, err = config.Duration("MODEL_MAX_WAIT", 30*time.Second); err != nil {
+			return nil, err
+		}
+		tpm, err := config.Int("MODEL_TOKENS_PER_MINUTE", 0)
+		if err != nil || tpm < 0 {
+			return nil, fmt.Errorf("MODEL_TOKENS_PER_MINUTE must be a whole number of tokens, 0 for no shared budget, not %q", config.Get("MODEL_TOKENS_PER_MINUTE", ""))
+		}
+		if tpm > 0 {
+			name := config.Get("MODEL_BUDGET", cfg.Model)
+			b, err := st.ModelBudget(context.Background(), name, int64(tpm), 0)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Budget = b
+		}
+		return model.NewOpenAIModel(cfg)
 	default:
 		return nil, fmt.Errorf("MODEL_PROVIDER=%q: want rules or openai", p)
 	}
@@ -327,7 +349,7 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	provider, err := newModel()
+	provider, err := newModel(st)
 	if err != nil {
 		return nil, nil, err
 	}

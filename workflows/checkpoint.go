@@ -220,8 +220,42 @@ func (r *claimRun) waited() {
 
 // exec runs one activity under the run's caps: it refuses to start past the
 // age or step cap, gives the activity no more retries than steps are left,
-// and counts the attempts it took.
+// and counts the attempts it took. A model step that hands back a wait for
+// capacity (budgetWait) is run again after it, on a durable timer: no
+// worker is held, and neither the retries nor the step cap count it.
 func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
+	for {
+		err := r.execOnce(ctx, p, fn, in, out)
+		wait, ok := budgetWait(err)
+		if !ok || !r.budgetWaits {
+			return err
+		}
+		workflow.GetLogger(ctx).Info("no model capacity: waiting", "step", p.name, "wait", wait)
+		if err := workflow.Sleep(ctx, wait); err != nil {
+			return err
+		}
+		r.taskBoundary()
+	}
+}
+
+// budgetWait reads the wait a model step handed back.
+func budgetWait(err error) (time.Duration, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrModelBudgetWait {
+		return 0, false
+	}
+	var wait time.Duration
+	if appErr.Details(&wait) != nil || wait <= 0 {
+		wait = time.Second
+	}
+	return min(wait, maxBudgetWait), true
+}
+
+// maxBudgetWait bounds one durable wait for model capacity; the step then
+// asks the budget again.
+const maxBudgetWait = 10 * time.Minute
+
+func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
 	if age := workflow.Now(ctx).Sub(r.started); age >= r.caps.MaxAge {
 		return capErr("age", "the run is %s old, its cap is %s", age.Round(time.Second), r.caps.MaxAge)
 	}

@@ -90,6 +90,9 @@ type claimRun struct {
 	// queue: each change of an approval wait goes to the approval queue
 	// (versionQueue on).
 	queue bool
+	// budgetWaits: a model step out of capacity hands its wait back, and
+	// the run waits on a durable timer (versionBudget on, exec).
+	budgetWaits bool
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -293,6 +296,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	r.rechecks = version >= versionRecheck
 	r.deadLetterFile = version >= versionDeadLetterFile
 	r.queue = version >= versionQueue
+	r.budgetWaits = version >= versionBudget
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}
@@ -341,7 +345,8 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		return 0, res, nil
 	}
 	r.enter(ctx, claim.StepAssess)
-	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage}}
+	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage},
+		WaitsForBudget: r.budgetWaits}
 	if r.agent {
 		in.Price = r.price
 	}

@@ -66,6 +66,21 @@ type calls struct {
 	tokens int64
 	// model, when set, answers the triage turns instead of the rules.
 	model activities.Model
+	// budgetWaits is how many model calls (turns and assessments) hand a
+	// wait for capacity back before any answers.
+	budgetWaits int
+}
+
+// budgetWait hands a 5-minute wait back, while the knob says so, to a
+// model step whose workflow waits for capacity itself.
+func (c *calls) budgetWait(waits bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !waits || c.budgetWaits == 0 {
+		return nil
+	}
+	c.budgetWaits--
+	return temporal.NewNonRetryableApplicationError("no model capacity for 5m0s", activities.ErrModelBudgetWait, nil, 5*time.Minute)
 }
 
 func (c *calls) add(name string, key claim.IdempotencyKey) {
@@ -143,6 +158,9 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.TriageTurn, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
 			c.add("triage", in.Key)
+			if err := c.budgetWait(in.WaitsForBudget); err != nil {
+				return activities.TurnResult{}, err
+			}
 			msgs := append([]activities.Message(nil), in.Conversation.Messages...)
 			for _, t := range in.ToolResults {
 				msgs = append(msgs, activities.Message{Role: "tool", ToolCallID: t.CallID, Name: t.Name, Content: t.Content})
@@ -177,6 +195,9 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
 			c.add("assess", in.Key)
+			if err := c.budgetWait(in.WaitsForBudget); err != nil {
+				return activities.AssessResult{}, err
+			}
 			r, err := rules.Assess(ctx, in.AssessRequest)
 			out, u := r.Output, r.Usage
 			return activities.AssessResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "a", Meta: one}, err
@@ -336,6 +357,22 @@ func (s *ClaimSuite) TestBelowThresholdIsPaidWithoutAHuman() {
 	s.Require().Len(s.calls.audits, 1)
 	s.Equal("tr_1", s.calls.audits[0].TransferID)
 	s.Len(s.calls.audits[0].Models, 3, "two triage turns and the assessment")
+}
+
+// A model step out of capacity hands its wait back: the run waits on a
+// durable timer and asks again, as often as it takes, and neither the
+// step's retries nor the step cap count the waits (a cap of 14 activity
+// executions, 20 waits).
+func (s *ClaimSuite) TestModelCapacityWaitsAreDurableAndFree() {
+	s.calls.budgetWaits = 20
+	begin := s.env.Now()
+	s.start(testClaim("claim-0001", "640.00"), Options{Caps: Caps{MaxSteps: 14}})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Equal("tr_1", r.TransferID)
+	s.Zero(s.calls.budgetWaits)
+	s.Len(append(s.calls.keys["triage"], s.calls.keys["assess"]...), 23, "three model calls, asked 20 more times")
+	s.GreaterOrEqual(s.env.Now().Sub(begin), 100*time.Minute, "each wait a durable timer of 5 minutes")
 }
 
 func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {

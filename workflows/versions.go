@@ -37,6 +37,11 @@ package workflows
 //	                hand-off that leaves it open, escalated, ended) is
 //	                written to the approval queue by a local activity
 //	                (PublishApproval), which the inbox lists from
+//	versionBudget   a model step that finds no capacity in time (the shared
+//	                model budget, a provider's 429) hands the wait back: the
+//	                run waits on a durable timer and runs the step again,
+//	                the wait counted against neither the step's retries nor
+//	                the step cap (checkpoint.go, exec)
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -55,7 +60,8 @@ const (
 	versionRecheck        = 7
 	versionDeadLetterFile = 8
 	versionQueue          = 9
+	versionBudget         = 10
 
 	// versionLatest is what new runs record.
-	versionLatest = versionQueue
+	versionLatest = versionBudget
 )

@@ -27,6 +27,7 @@ const (
 	// The model, counted where it is called (every real call, resumed runs
 	// included: what the provider bills).
 	ModelCalls      = "model_calls"       // counter {provider, step}
+	ModelWaits      = "model_rate_waits"  // counter {reason: budget|provider, or either -handed-back}
 	ModelTokens     = "model_tokens"      // counter {provider, direction: in|out}
 	ModelCostMicros = "model_cost_micros" // counter {provider}: estimated, millionths of a dollar
 	TriageToolCalls = "triage_tool_calls" // counter {tool, outcome: ok|refused}

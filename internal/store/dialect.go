@@ -39,6 +39,8 @@ type dialect struct {
 	// claimant reads a field of the claimant in a claim's body: the same
 	// expression the claims_by_email and claims_by_account indexes use.
 	claimant func(field string) string
+	// greatest is the larger of two numbers.
+	greatest string
 }
 
 var sqlite = dialect{
@@ -49,6 +51,7 @@ var sqlite = dialect{
 	bodyInt:   func(col, f string) string { return "json_extract(" + col + ", '$." + f + "')" },
 	claimant:  func(f string) string { return "json_extract(body, '$.claimant." + f + "')" },
 	forUpdate: "",
+	greatest:  "max",
 }
 
 var postgres = dialect{
@@ -71,6 +74,7 @@ var postgres = dialect{
 	bodyInt:   func(col, f string) string { return "(" + col + "->>'" + f + "')::bigint" },
 	claimant:  func(f string) string { return "(body->'claimant'->>'" + f + "')" },
 	forUpdate: " FOR UPDATE",
+	greatest:  "greatest",
 }
 
 // stamp scans a stored time from either backend.

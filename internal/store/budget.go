@@ -1,0 +1,90 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ModelBudget is a token bucket in the store that every worker on it
+// shares: the model provider's tokens per minute, refilled continuously,
+// holding at most burst tokens. It is the generic cell rate algorithm on
+// one row: tat is when every token booked so far will have been refilled;
+// a booking of n tokens moves it on by n's share of a minute, and must
+// wait until tat, less the burst, has come. One UPDATE books, atomically
+// in both backends, so bookings from many workers are served in the order
+// they reach the database. Workers' clocks are assumed to agree (NTP) to
+// well within a second.
+type ModelBudget struct {
+	s         *Store
+	name      string
+	perMinute int64
+	burst     time.Duration // the burst's share of a minute
+}
+
+// ModelBudget opens (creating if needed) the budget called name, at
+// tokensPerMinute, holding at most burst tokens (default: five seconds'
+// worth).
+func (s *Store) ModelBudget(ctx context.Context, name string, tokensPerMinute, burst int64) (*ModelBudget, error) {
+	if tokensPerMinute <= 0 {
+		return nil, fmt.Errorf("store: model budget %q: %d tokens per minute: want a positive number", name, tokensPerMinute)
+	}
+	if burst <= 0 {
+		burst = max(tokensPerMinute/12, 1)
+	}
+	b := &ModelBudget{s: s, name: name, perMinute: tokensPerMinute}
+	b.burst = b.span(burst)
+	if _, err := s.exec(ctx, `INSERT INTO model_budget (name, tat_us) VALUES (?, 0) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+		return nil, fmt.Errorf("store: model budget %q: %w", name, err)
+	}
+	return b, nil
+}
+
+// span is how long the bucket takes to refill n tokens.
+func (b *ModelBudget) span(n int64) time.Duration {
+	return time.Duration(n) * time.Minute / time.Duration(b.perMinute)
+}
+
+func (b *ModelBudget) nowUS() int64 { return b.s.now().UnixMicro() }
+
+// Reserve books tokens if their turn comes within most, and says how long
+// until it does; past most nothing is booked and the wait is what it
+// would have been.
+func (b *ModelBudget) Reserve(ctx context.Context, tokens int64, most time.Duration) (time.Duration, bool, error) {
+	now, cost := b.nowUS(), b.span(tokens).Microseconds()
+	slack := (b.burst + most).Microseconds()
+	g := b.s.d.greatest
+	var tat int64
+	err := b.s.queryRow(ctx, `UPDATE model_budget SET tat_us = `+g+`(tat_us, ?) + ? WHERE name = ? AND `+g+`(tat_us, ?) + ? - ? <= ? RETURNING tat_us`,
+		now, cost, b.name, now, cost, now, slack).Scan(&tat)
+	switch {
+	case err == nil:
+		return max(time.Duration(tat-now)*time.Microsecond-b.burst, 0), true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	if err := b.s.queryRow(ctx, `SELECT tat_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat); err != nil {
+		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	return max(time.Duration(max(tat, now)+cost-now)*time.Microsecond-b.burst, 0), false, nil
+}
+
+// Settle corrects a booking by delta tokens: more used than booked moves
+// the bucket's time on, fewer moves it back.
+func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	_, err := b.s.exec(ctx, `UPDATE model_budget SET tat_us = tat_us + ? WHERE name = ?`, b.span(delta).Microseconds(), b.name)
+	return err
+}
+
+// Hold keeps every booking back for d: the bucket counts as empty until
+// then.
+func (b *ModelBudget) Hold(ctx context.Context, d time.Duration) error {
+	until := b.nowUS() + (d + b.burst).Microseconds()
+	_, err := b.s.exec(ctx, `UPDATE model_budget SET tat_us = `+b.s.d.greatest+`(tat_us, ?) WHERE name = ?`, until, b.name)
+	return err
+}

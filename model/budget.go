@@ -1,0 +1,160 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"go.temporal.io/sdk/temporal"
+)
+
+// Budget is the provider's rate limit as every worker shares it: a token
+// bucket kept where all workers see it (the claims store), so that the
+// workers together stay under the tokens per minute the provider allows,
+// and a 429 one of them receives holds back all of them.
+type Budget interface {
+	// Reserve books tokens and says how long to wait before spending
+	// them, in the order the bookings came: fair across claims and
+	// workers. A wait longer than most is not booked (ok false), and says
+	// how long it would have been.
+	Reserve(ctx context.Context, tokens int64, most time.Duration) (wait time.Duration, ok bool, err error)
+	// Settle corrects a booking by what the call really used (used minus
+	// booked; a call that failed gives back all it booked).
+	Settle(ctx context.Context, delta int64) error
+	// Hold keeps every worker's calls back for d: the provider said so.
+	Hold(ctx context.Context, d time.Duration) error
+}
+
+// ErrModelBudgetWait is the error type of a model call that found no
+// capacity in time and hands the wait back to its workflow, which waits on
+// a durable timer (no worker held) and asks again, without counting the
+// wait against the step's retries: see WithDurableWait. Its detail is the
+// wait, a time.Duration.
+const ErrModelBudgetWait = "ModelBudgetWait"
+
+type durableWaitKey struct{}
+
+// WithDurableWait marks a call whose workflow waits for capacity itself:
+// a wait longer than the call may hold a worker ends the call with an
+// ErrModelBudgetWait error instead of a retryable rate limit.
+func WithDurableWait(ctx context.Context) context.Context {
+	return context.WithValue(ctx, durableWaitKey{}, true)
+}
+
+func durableWait(ctx context.Context) bool { v, _ := ctx.Value(durableWaitKey{}).(bool); return v }
+
+// completionAllowance is what a call is booked for beyond its prompt
+// before the answer says what it used.
+const completionAllowance = 256
+
+// holdFloor is the wait after a 429 that gave no Retry-After.
+const holdFloor = time.Second
+
+// complete makes one chat completion within the shared budget: it books
+// the request's tokens, waits its turn, calls, and settles what the answer
+// used. A 429 is not an attempt: the provider's Retry-After holds every
+// worker back (Hold) and the call asks again, for as long as it may hold a
+// worker (cfg.MaxWait, within the activity's deadline); a longer wait is
+// handed back to the workflow (budgetWait).
+func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, error) {
+	booked := int64(0)
+	if m.cfg.Budget != nil {
+		b, _ := json.Marshal(params)
+		booked = int64(len(b)/4) + completionAllowance
+	}
+	for {
+		if m.cfg.Budget != nil {
+			wait, ok, err := m.cfg.Budget.Reserve(ctx, booked, m.mayWait(ctx))
+			if err != nil {
+				return nil, retryable("the shared model budget is unreadable: "+err.Error(), ErrModelUnavailable, 0)
+			}
+			if !ok {
+				return nil, m.budgetWait(ctx, "budget", wait, "the shared budget ("+m.cfg.Model+") has no room sooner")
+			}
+			if err := m.sleep(ctx, "budget", wait); err != nil {
+				m.settle(ctx, -booked)
+				return nil, classifyModelError(err)
+			}
+		}
+		comp, err := m.client.Chat.Completions.New(ctx, params)
+		if err == nil {
+			m.settle(ctx, comp.Usage.TotalTokens-booked)
+			return comp, nil
+		}
+		m.settle(ctx, -booked)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests {
+			return nil, classifyModelError(err)
+		}
+		d := max(retryAfter(apiErr.Response), holdFloor)
+		if m.cfg.Budget != nil {
+			if err := m.cfg.Budget.Hold(ctx, d); err != nil {
+				return nil, classifyModelError(apiErr)
+			}
+			continue // the next booking waits out the hold
+		}
+		if d > m.mayWait(ctx) {
+			return nil, m.budgetWait(ctx, "provider", d, classifyModelError(apiErr).Error())
+		}
+		// Alone, with no shared budget: wait a little past the provider's
+		// word, spread so that the calls refused together do not return
+		// together.
+		if err := m.sleep(ctx, "provider", d+rand.N(d/4+1)); err != nil {
+			return nil, classifyModelError(err)
+		}
+	}
+}
+
+// mayWait is how long a call may hold its worker waiting for capacity:
+// cfg.MaxWait, and never so long that the request itself would not fit
+// in what is left of the activity's time.
+func (m *OpenAIModel) mayWait(ctx context.Context) time.Duration {
+	most := m.cfg.MaxWait
+	if deadline, ok := ctx.Deadline(); ok {
+		most = min(most, time.Until(deadline)-m.cfg.Timeout)
+	}
+	return max(most, 0)
+}
+
+func (m *OpenAIModel) settle(ctx context.Context, delta int64) {
+	if m.cfg.Budget != nil && delta != 0 {
+		_ = m.cfg.Budget.Settle(context.WithoutCancel(ctx), delta) // a lost correction only errs by one call's tokens
+	}
+}
+
+func (m *OpenAIModel) sleep(ctx context.Context, why string, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	if m.cfg.OnWait != nil {
+		m.cfg.OnWait(ctx, why, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// budgetWait ends a call that would wait longer than it may hold a worker:
+// its workflow waits durably if it can (WithDurableWait), else the
+// activity retries after the wait like any rate limit.
+func (m *OpenAIModel) budgetWait(ctx context.Context, why string, d time.Duration, cause string) error {
+	if m.cfg.OnWait != nil {
+		m.cfg.OnWait(ctx, why+"-handed-back", d)
+	}
+	d = min(d, MaxRetryAfter)
+	msg := fmt.Sprintf("no model capacity for %s: %s", d.Round(time.Millisecond), cause)
+	if durableWait(ctx) {
+		return temporal.NewNonRetryableApplicationError(msg+"; the claim waits on a durable timer and asks again", ErrModelBudgetWait, nil, d)
+	}
+	return retryable(msg, ErrModelRateLimited, d)
+}

@@ -1,0 +1,96 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/model"
+)
+
+// A 429 is not a failed attempt: the call waits out the provider's
+// Retry-After and asks again, and the caller sees one answer.
+func TestOpenAIProviderWaitsOutA429(t *testing.T) {
+	m, sim := simModel(t, model.OpenAIConfig{})
+	sim.Inject("429")
+	begin := time.Now()
+	reply, err := m.TriageTurn(context.Background(), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	require.NoError(t, err)
+	assert.NotEmpty(t, reply.Output.ToolCalls)
+	assert.GreaterOrEqual(t, time.Since(begin), time.Second, "after the Retry-After")
+	calls := sim.Calls()
+	require.Len(t, calls, 2)
+	assert.Equal(t, "error", calls[0].Answered)
+	assert.Equal(t, "tool_calls", calls[1].Answered)
+}
+
+// A wait longer than the call may hold its worker goes back to the
+// workflow: a durable wait where the workflow takes it (WithDurableWait),
+// else a retryable rate limit after the wait.
+func TestOpenAIProviderHandsALongWaitBack(t *testing.T) {
+	m, sim := simModel(t, model.OpenAIConfig{MaxWait: time.Second})
+	sim.Inject("429:5")
+	_, err := m.TriageTurn(model.WithDurableWait(context.Background()), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	assert.Equal(t, model.ErrModelBudgetWait, appErr.Type())
+	assert.True(t, appErr.NonRetryable(), "the workflow waits; the activity does not retry")
+	var wait time.Duration
+	require.NoError(t, appErr.Details(&wait))
+	assert.Equal(t, 5*time.Second, wait)
+
+	sim.Inject("429:5")
+	_, err = m.TriageTurn(context.Background(), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	assert.Equal(t, model.ErrModelRateLimited, appErr.Type())
+	assert.False(t, appErr.NonRetryable())
+	assert.Equal(t, 5*time.Second, appErr.NextRetryDelay())
+}
+
+// Two workers' models on one shared budget stay under it together: the
+// tokens the provider serves (it has no limit of its own here) come at the
+// budget's rate, not faster, and not much slower.
+func TestSharedBudgetHoldsAcrossWorkers(t *testing.T) {
+	const budget, burst = 300_000, 1000 // 5,000 tokens a second
+	st, err := store.Open(filepath.Join(t.TempDir(), "claims.db"))
+	require.NoError(t, err)
+	defer st.Close()
+	var models []*model.OpenAIModel
+	_, sim := simModel(t, model.OpenAIConfig{})
+	for range 2 {
+		b, err := st.ModelBudget(context.Background(), "sim-1", budget, burst)
+		require.NoError(t, err)
+		m, _ := simModelAt(t, sim, model.OpenAIConfig{Budget: b})
+		models = append(models, m)
+	}
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 6 {
+				_, err := models[i%2].TriageTurn(context.Background(), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(begin)
+	var tokens int64
+	for _, c := range sim.Calls() {
+		tokens += c.Tokens
+	}
+	rate := float64(tokens-burst) / took.Minutes()
+	t.Logf("%d calls, %d tokens in %s: %.0f a minute past the burst (budget %d)", len(sim.Calls()), tokens, took.Round(time.Millisecond), rate, budget)
+	assert.LessOrEqual(t, rate, budget*1.05, "the workers together keep under the budget")
+	assert.GreaterOrEqual(t, rate, budget*0.8, "and use most of it")
+}
