@@ -79,7 +79,7 @@ func TestStarterValidatesFirstAndNeverStartsTwice(t *testing.T) {
 }
 
 // A surge is started in bulk: a directory of claim files, many at a time,
-// with progress on stderr. Killed midway (SIGKILL: no chance to tidy up),
+// at the priority asked for, with progress on stderr. Killed midway (SIGKILL: no chance to tidy up),
 // the same command resumes: every claim ends up with exactly one run, the
 // ones started before the kill are reported as already started.
 func TestStarterStartsASurgeAndResumesAfterAKill(t *testing.T) {
@@ -94,7 +94,7 @@ func TestStarterStartsASurgeAndResumesAfterAKill(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, id+".json"), []byte(doc), 0o644))
 	}
 	starter := filepath.Join(w.bin, "starter")
-	args := []string{"--concurrency", "8", "--progress", "200ms", dir}
+	args := []string{"--concurrency", "8", "--progress", "200ms", "--priority", "4", dir}
 
 	// First pass: kill it once a quarter of the claims have started.
 	cmd := exec.Command(starter, args...)
@@ -154,6 +154,9 @@ func TestStarterStartsASurgeAndResumesAfterAKill(t *testing.T) {
 	require.Eventually(t, func() bool { return count() >= n }, 30*time.Second, 200*time.Millisecond)
 	time.Sleep(time.Second)
 	assert.EqualValues(t, n, count(), "exactly one run per claim")
+	desc, err := w.client.DescribeWorkflow(ctx, "claim-e2e-surge-0399", "")
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, desc.RawResponse.GetWorkflowExecutionInfo().GetPriority().GetPriorityKey(), "started at the intake priority asked for")
 	t.Logf("resumed %d claims (%d already started) in %s: %.0f a minute", n, again, took.Round(time.Millisecond), float64(n)/took.Minutes())
 }
 

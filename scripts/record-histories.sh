@@ -36,6 +36,10 @@ direct() {
     \"amount_minor\":999900,\"currency\":\"usd\",\"description\":\"A burst pipe\"},\"options\":$2}" >/dev/null
 }
 
+# With the OpenAI-compatible model (modelsim), one claim meets a 429 whose
+# Retry-After is longer than a call may wait: the wait goes back to the
+# workflow (a durable timer). MODEL_MAX_WAIT is short so that 3 s is longer.
+export MODEL_MAX_WAIT=${MODEL_MAX_WAIT:-1s}
 stack_up --crash-at "$(id crashed-pay):6:after-effect,$(id crashed-notify):7,$(id crashed-triage):2:after-effect"
 
 say "Running one claim down each path"
@@ -101,3 +105,11 @@ for name in auto crashed-pay crashed-notify crashed-triage approved approved-upd
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
   echo "    $OUT/$(id "$name").json"
 done
+
+if [ "${MODEL_PROVIDER:-rules}" = openai ]; then
+  curl -fsS -X POST "${MODEL_BASE_URL%/v1}/_sim/faults" -d '["429:3"]' >/dev/null
+  start rate-limited 640.00
+  bin/claimsctl wait --closed --timeout 2m "$(id rate-limited)" >/dev/null
+  "$TEMPORAL" workflow show --workflow-id "$(id rate-limited)" --output json > "$OUT/$(id rate-limited).json"
+  echo "    $OUT/$(id rate-limited).json"
+fi

@@ -86,6 +86,19 @@ type stepPlan struct {
 	remote *workflow.ActivityOptions
 }
 
+// Task priority (Temporal's, 1 highest, 3 the default, 5 the lowest): in a
+// surge the activity queue backs up with model calls of new claims, and a
+// payment an adjuster just approved must not wait behind them. So the
+// effects (the payment, the ledger close of older runs, reminders and
+// escalations, the claimant's e-mail) run at priority 1 and the model
+// calls at 4; a local activity has no queue to wait in. Priority is not
+// part of the command sequence a replay checks: changing it needs no
+// version.
+var (
+	priorityEffect = temporal.Priority{PriorityKey: 1}
+	priorityModel  = temporal.Priority{PriorityKey: 4}
+)
+
 // A local activity's ScheduleToCloseTimeout bounds all its attempts together
 // and defaults to its StartToCloseTimeout: left unset, one slow attempt
 // would use up the whole budget and fail the step with no retry. Each is
@@ -96,12 +109,14 @@ var (
 		HeartbeatTimeout:    3 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 2 * time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 6},
+		Priority: priorityModel,
 	}
 	effectRegular = &workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		HeartbeatTimeout:    3 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
 			MaximumInterval: time.Minute, MaximumAttempts: 20},
+		Priority: priorityEffect,
 	}
 	// effectLocal is a side effect or a record run as a local activity.
 	effectLocal = &workflow.LocalActivityOptions{

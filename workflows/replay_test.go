@@ -87,3 +87,32 @@ func TestAStepAddedBehindGetVersionKeepsOldHistoriesReplaying(t *testing.T) {
 	}
 	assert.Positive(t, broken, "the unversioned change should break the histories that reached the payment")
 }
+
+// The task priorities as a real server recorded them (checkpoint.go): the
+// payment and the notices ahead of the model calls.
+func TestRecordedHistoriesCarryTaskPriorities(t *testing.T) {
+	got := map[string]int32{}
+	for _, name := range []string{"hist-budget-openai-approved.json", "hist-budget-openai-expired.json"} {
+		f, err := os.Open(filepath.Join("testdata", "histories", name))
+		require.NoError(t, err)
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		require.NoError(t, err)
+		for _, ev := range h.GetEvents() {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				got[a.GetActivityType().GetName()] = a.GetPriority().GetPriorityKey()
+			}
+		}
+	}
+	assert.Equal(t, map[string]int32{"TriageTurn": 4, "AssessClaim": 4, "PayClaimant": 1,
+		"RemindApprovers": 1, "EscalateApproval": 1, "NotifyClaimant": 1}, got)
+}
+
+// A model step that found no capacity in time waited on a durable timer
+// and ran again: the rate-limited history holds the handed-back wait.
+func TestRecordedHistoryOfADurableModelWait(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "histories", "hist-budget-openai-rate-limited.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "ModelBudgetWait")
+	assert.Contains(t, string(b), "EVENT_TYPE_TIMER_FIRED")
+}

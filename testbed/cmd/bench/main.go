@@ -50,6 +50,13 @@ type options struct {
 	n, concurrency, reps         int
 	approvals, parked            int
 	surge, surgeBase             int
+	pressureClaims               int
+	pressureApprovals            int
+	pressurePriority             int
+	timers                       int
+	ratelimitTPM                 int
+	ratelimitClaims              int
+	ratelimitWorkers             int
 	surgeMaxP95                  time.Duration
 	inflight                     []int
 	jsonOut, workerBin, temporal string
@@ -76,6 +83,13 @@ func main() {
 	flag.IntVar(&o.parked, "parked", 2000, "claims parked for approval when measuring worker memory")
 	flag.IntVar(&o.surge, "surge", 20000, "the surge workload (-only surge): claims waiting for a decision at its last step")
 	flag.IntVar(&o.surgeBase, "surge-base", 1000, "the surge workload: claims waiting at its first step, the yardstick of the last")
+	flag.IntVar(&o.pressureClaims, "pressure-claims", 2000, "the priority workload (-only priority): new claims in flight while parked ones are approved")
+	flag.IntVar(&o.pressureApprovals, "pressure-approvals", 50, "the priority workload: parked claims approved during the surge")
+	flag.IntVar(&o.pressurePriority, "pressure-priority", 4, "the priority workload: the task priority the surge's new claims start at (starter --priority; 0: the default, 3)")
+	flag.IntVar(&o.timers, "timers", 5000, "the timers workload (-only timers): claims whose escalations fall due together")
+	flag.IntVar(&o.ratelimitTPM, "ratelimit-tpm", 180000, "the ratelimit workload (-only ratelimit): modelsim's tokens per minute, and the workers' shared budget")
+	flag.IntVar(&o.ratelimitClaims, "ratelimit-claims", 150, "the ratelimit workload: claims run at once on the auto path")
+	flag.IntVar(&o.ratelimitWorkers, "ratelimit-workers", 3, "the ratelimit workload: workers sharing the budget")
 	flag.DurationVar(&o.surgeMaxP95, "surge-max-p95", 0, "the surge workload fails when the inbox's first page p95 at its last step is above this (0: no check; CI sets it)")
 	flag.Func("inflight", "claims in flight when the worker is SIGKILLed; a comma-separated list runs the kill once per value (default 1000,200)", func(v string) error {
 		o.inflight = nil
@@ -120,7 +134,7 @@ func main() {
 		o.modelLatency = l
 		return err
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy and surge run only when named); default all but anatomy")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy, surge, priority, timers and ratelimit run only when named); default all but anatomy")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	flag.Parse()
 	if *replot != "" {
@@ -306,6 +320,22 @@ func run(o options) error {
 			}
 			// killRecovery leaves its replacement worker running; adopt it.
 			claims = e.children[len(e.children)-1]
+		}
+	}
+	// Opt-in (-only priority, -only ratelimit): the model under a surge.
+	if o.only != "" && o.want("priority") {
+		if err := e.priority(ctx, res); err != nil {
+			return fmt.Errorf("priority: %w", err)
+		}
+	}
+	if o.only != "" && o.want("timers") {
+		if err := e.timers(ctx, res); err != nil {
+			return fmt.Errorf("timers: %w", err)
+		}
+	}
+	if o.only != "" && o.want("ratelimit") {
+		if err := e.ratelimit(ctx, res); err != nil {
+			return fmt.Errorf("ratelimit: %w", err)
 		}
 	}
 	// Opt-in (-only surge): the catastrophe week's waiting room.

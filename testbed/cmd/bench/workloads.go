@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/blobs"
@@ -78,6 +79,12 @@ func (e *env) startClaim(ctx context.Context, id, amount string) (client.Workflo
 // as the starter puts it: intake refuses (dead-letters) a document outside
 // claims/<id>/.
 func (e *env) startClaimOn(ctx context.Context, st *store.Store, c client.Client, queue, id, amount string, opts workflows.Options) (client.WorkflowRun, error) {
+	return e.startClaimAt(ctx, st, c, queue, id, amount, opts, 0)
+}
+
+// startClaimAt is startClaimOn at a task priority (0: the default), as
+// starter --priority starts it.
+func (e *env) startClaimAt(ctx context.Context, st *store.Store, c client.Client, queue, id, amount string, opts workflows.Options, priority int) (client.WorkflowRun, error) {
 	ref, err := e.docs.Put(ctx, blobs.DocumentKey(id, 0, "photo.jpg"), strings.NewReader("a bench photo"))
 	if err != nil {
 		return nil, err
@@ -88,6 +95,7 @@ func (e *env) startClaimOn(ctx context.Context, st *store.Store, c client.Client
 	}
 	start := workflows.StartOptions(id)
 	start.TaskQueue = queue
+	start.Priority = temporal.Priority{PriorityKey: priority}
 	return c.ExecuteWorkflow(ctx, start, workflows.WorkflowType, workflows.ClaimInput{Claim: cl, Options: opts})
 }
 

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// The catastrophe week's two pressures on the model (opt-in, -only
+// priority / -only ratelimit):
+//
+//   - priority: a worker whose model is modelsim at 1–2 s a call, with
+//     -pressure-claims new claims in flight (triage and assessment backing
+//     up the activity queue), approves -pressure-approvals parked claims
+//     one after another and times approve → transfer committed at
+//     stripesim. Payments run at task priority 1, model calls at 4
+//     (workflows/checkpoint.go); the same workload on a worker built
+//     without them is the yardstick.
+//   - ratelimit: -ratelimit-workers workers share one model budget
+//     (MODEL_TOKENS_PER_MINUTE) against modelsim limited to the same
+//     tokens per minute (-ratelimit-tpm); -ratelimit-claims claims run on
+//     the auto path, more than the limit allows at once. Every claim must
+//     be paid (none dead-lettered), and the tokens modelsim serves per
+//     minute, in the steady part of the run, are the figure against the
+//     limit. Then the same without the shared budget, each worker on its
+//     own against the provider's 429s.
+
+const (
+	pressureQueue  = "claims-pressure"
+	ratelimitQueue = "claims-ratelimit"
+)
+
+// serveModelsim serves sim on a loopback port until stop.
+func serveModelsim(sim *modelsim.Server) (url string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String() + "/v1", func() { srv.Close() }, nil
+}
+
+// runClaims starts n claims of amount under prefix on queue, at most
+// concurrency at a time, and returns how each ended (status → count) and
+// the first error that was not a claim's own outcome.
+func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, concurrency, priority int) (map[string]int, error) {
+	var next atomic.Int64
+	var mu sync.Mutex
+	ended := map[string]int{}
+	var firstErr error
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				run, err := e.startClaimAt(ctx, e.store, e.client, queue, fmt.Sprintf("%s%05d", prefix, i), amount, workflows.Options{}, priority)
+				var r workflows.ClaimResult
+				if err == nil {
+					err = run.Get(ctx, &r)
+				}
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				ended[cmpOr(r.Status, "error")]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return ended, firstErr
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// priority is the first pressure (see the top of the file).
+func (e *env) priority(ctx context.Context, res *results) error {
+	sim := modelsim.New("")
+	sim.Latency = e.o.modelLatency
+	url, stop, err := serveModelsim(sim)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	w, err := e.spawnClaimsWorker("claims-worker-priority", "MODEL_PROVIDER=openai", "MODEL_BASE_URL="+url,
+		"MODEL_NAME=sim-1", "CLAIMS_TASK_QUEUE="+pressureQueue)
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+
+	prefix := fmt.Sprintf("bench-priority-%d-", seq.Add(1))
+	parked := make([]string, e.o.pressureApprovals)
+	for i := range parked {
+		parked[i] = fmt.Sprintf("%sparked-%05d", prefix, i)
+		if _, err := e.startClaimOn(ctx, e.store, e.client, pressureQueue, parked[i], "1840.00", workflows.Options{}); err != nil {
+			return err
+		}
+	}
+	for _, id := range parked {
+		if err := e.waitStatus(ctx, id, workflows.StatusWaiting, 5*time.Minute); err != nil {
+			return err
+		}
+	}
+	receipts := map[string]approvals.Input{}
+	for _, id := range parked {
+		r, err := e.decision(ctx, id, approvals.Approve)
+		if err != nil {
+			return err
+		}
+		receipts[id] = r
+	}
+
+	// The surge: every new claim in flight at once.
+	surgeDone := make(chan error, 1)
+	var ended map[string]int
+	begin := time.Now()
+	go func() {
+		var err error
+		ended, err = e.runClaims(ctx, pressureQueue, prefix+"new-", "640.00", e.o.pressureClaims, e.o.pressureClaims, e.o.pressurePriority)
+		surgeDone <- err
+	}()
+	// Approve once the model calls have backed up: the first assessments
+	// are being asked for.
+	for deadline := time.Now().Add(5 * time.Minute); ; {
+		n := 0
+		for _, c := range sim.Calls() {
+			if c.Kind == "assessment" && strings.HasPrefix(c.ClaimID, prefix+"new-") {
+				n++
+			}
+		}
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("priority: no assessment asked for in 5 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	inFlight := 0
+	slowest, slowestTook := "", time.Duration(0)
+	for _, id := range parked {
+		committed, at := e.commits.when(string(claim.StepKey(id, claim.StepPay)))
+		t0 := time.Now()
+		if err := e.client.SignalWorkflow(ctx, id, "", "approve", receipts[id]); err != nil {
+			return err
+		}
+		select {
+		case <-committed:
+		case <-time.After(2 * time.Minute):
+			return fmt.Errorf("%s: no transfer two minutes after approval", id)
+		}
+		res.add("priority_approve_to_transfer_ms", float64(at().Sub(t0).Microseconds())/1000)
+		if took := at().Sub(t0); took > slowestTook {
+			slowest, slowestTook = id, took
+		}
+		if n, err := e.countStatus(ctx, prefix+"new-", workflows.StatusRunning); err == nil {
+			inFlight = max(inFlight, int(n))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	approvedBy := time.Since(begin)
+	if err := <-surgeDone; err != nil {
+		return fmt.Errorf("priority: the surge: %w", err)
+	}
+	if ended[workflows.StatusPaid] != e.o.pressureClaims {
+		return fmt.Errorf("priority: of %d new claims %v", e.o.pressureClaims, ended)
+	}
+	res.Values["priority_claims"] = float64(e.o.pressureClaims)
+	res.Values["priority_in_flight_max"] = float64(inFlight)
+	res.Values["priority_surge_s"] = time.Since(begin).Seconds()
+	if line, err := e.afterSignal(ctx, slowest); err == nil {
+		res.Notes = append(res.Notes, fmt.Sprintf("priority: the slowest approval, %s (%.0f ms to the transfer), after its signal: %s", slowest, ms(slowestTook), line))
+		fmt.Fprintf(os.Stderr, "  the slowest approval after its signal: %s\n", line)
+	}
+	s := res.Samples["priority_approve_to_transfer_ms"]
+	fmt.Fprintf(os.Stderr, "  priority: %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
+		len(parked), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values["priority_surge_s"])
+	return nil
+}
+
+// ratelimit is the second pressure (see the top of the file).
+func (e *env) ratelimit(ctx context.Context, res *results) error {
+	for _, shared := range []bool{true, false} {
+		if err := e.ratelimitRun(ctx, res, shared); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) ratelimitRun(ctx context.Context, res *results, shared bool) error {
+	tag := "shared"
+	if !shared {
+		tag = "alone"
+	}
+	sim := modelsim.New("")
+	sim.TokensPerMinute = int64(e.o.ratelimitTPM)
+	sim.Latency = modelsim.Latency{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond}
+	url, stop, err := serveModelsim(sim)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	budget := "MODEL_TOKENS_PER_MINUTE=0"
+	if shared {
+		budget = fmt.Sprintf("MODEL_TOKENS_PER_MINUTE=%d", e.o.ratelimitTPM)
+	}
+	queue := fmt.Sprintf("%s-%s-%d", ratelimitQueue, tag, seq.Add(1))
+	for i := range e.o.ratelimitWorkers {
+		w, err := e.spawnClaimsWorker(fmt.Sprintf("claims-worker-ratelimit-%s-%d", tag, i), "MODEL_PROVIDER=openai", "MODEL_BASE_URL="+url,
+			"MODEL_NAME=sim-1", "MODEL_BUDGET="+queue, "CLAIMS_TASK_QUEUE="+queue, budget)
+		if err != nil {
+			return err
+		}
+		defer w.stop()
+	}
+	prefix := fmt.Sprintf("bench-ratelimit-%s-%d-", tag, seq.Add(1))
+	begin := time.Now()
+	ended, err := e.runClaims(ctx, queue, prefix, "640.00", e.o.ratelimitClaims, e.o.ratelimitClaims, 0)
+	took := time.Since(begin)
+	if err != nil && shared {
+		return fmt.Errorf("ratelimit (%s): %w (%v)", tag, err, ended)
+	}
+
+	// The steady part: from 10 s after the first answer (the bucket's
+	// burst spent) to the last answer.
+	var answered []modelsim.Call
+	refused := 0
+	for _, c := range sim.Calls() {
+		switch {
+		case c.RateLimited:
+			refused++
+		case c.Tokens > 0:
+			answered = append(answered, c)
+		}
+	}
+	sort.Slice(answered, func(i, j int) bool { return answered[i].At.Before(answered[j].At) })
+	var rate float64
+	if len(answered) > 1 {
+		from, to := answered[0].At.Add(10*time.Second), answered[len(answered)-1].At
+		var tokens int64
+		for _, c := range answered {
+			if !c.At.Before(from) {
+				tokens += c.Tokens
+			}
+		}
+		if to.After(from) {
+			rate = float64(tokens) / to.Sub(from).Minutes()
+		}
+	}
+	deadLettered := e.o.ratelimitClaims - ended[workflows.StatusPaid]
+	k := "ratelimit_" + tag + "_"
+	res.Values[k+"tokens_per_min"] = rate
+	res.Values[k+"ratio"] = rate / float64(e.o.ratelimitTPM)
+	res.Values[k+"refused_429"] = float64(refused)
+	res.Values[k+"not_paid"] = float64(deadLettered)
+	res.Values[k+"claims_per_min"] = float64(ended[workflows.StatusPaid]) / took.Minutes()
+	fmt.Fprintf(os.Stderr, "  ratelimit, %d workers %s: %d claims in %.0f s (%v); modelsim served %.0f tokens a minute against a limit of %d (×%.2f) and refused %d calls with 429\n",
+		e.o.ratelimitWorkers, map[bool]string{true: "sharing one budget", false: "each on its own"}[shared], e.o.ratelimitClaims, took.Seconds(), ended,
+		rate, e.o.ratelimitTPM, rate/float64(e.o.ratelimitTPM), refused)
+	if shared && deadLettered > 0 {
+		return fmt.Errorf("ratelimit: %d claims not paid with a shared budget: %v", deadLettered, ended)
+	}
+	return nil
+}
+
+// afterSignal is a claim's history from its approval signal to its
+// payment's completion, each event with its time since the signal.
+func (e *env) afterSignal(ctx context.Context, id string) (string, error) {
+	var parts []string
+	var t0 time.Time
+	it := e.client.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return "", err
+		}
+		typ := ev.GetEventType()
+		if typ == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED && t0.IsZero() {
+			t0 = ev.GetEventTime().AsTime()
+		}
+		if t0.IsZero() {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("+%d ms %s", ev.GetEventTime().AsTime().Sub(t0).Milliseconds(), strings.TrimPrefix(typ.String(), "EVENT_TYPE_")))
+		if typ == enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED {
+			break // the payment: the first regular activity after the decision
+		}
+	}
+	return strings.Join(parts, ", "), nil
+}
+
+// timers is the catastrophe week's burst of deadlines (-only timers,
+// -timers claims): claims parked with approval TTLs chosen so that their
+// escalations fall due together (each claim's TTL is the time left, when
+// it starts, to one common deadline), a reminder half way. It follows the
+// approval queue (one query every 2 s): a claim's deadline as its wait
+// opened, and the moment its row turned escalated. The figures: how many
+// deadlines fell in the busiest minute, how late escalations came after
+// their deadline (p50, p99, max), and that none was dead-lettered.
+func (e *env) timers(ctx context.Context, res *results) error {
+	n := e.o.timers
+	prefix := fmt.Sprintf("bench-timers-%d-", seq.Add(1))
+	// Parking runs at about 20 claims a second here; leave room.
+	due := time.Now().Add(time.Duration(n)*time.Second/12 + time.Minute)
+	var next atomic.Int64
+	var startErr atomic.Value
+	var wg sync.WaitGroup
+	for range e.o.concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				ttl := max(time.Until(due), time.Minute).Round(time.Second)
+				opts := workflows.Options{Approval: approvals.Policy{TTL: ttl, EscalationTTL: time.Hour}}
+				if _, err := e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, fmt.Sprintf("%s%05d", prefix, i), "1840.00", opts); err != nil {
+					startErr.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := startErr.Load().(error); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "  timers: %d claims started; their escalations fall due from about %s\n", n, due.Format(time.TimeOnly))
+
+	deadlines := map[string]time.Time{}
+	late := map[string]time.Duration{}
+	for stop := due.Add(10 * time.Minute); len(late) < n; {
+		if time.Now().After(stop) {
+			return fmt.Errorf("timers: %d of %d claims escalated 10 minutes after the deadline", len(late), n)
+		}
+		rows, err := e.store.OpenQueue(ctx)
+		if err != nil {
+			return err
+		}
+		for id, r := range rows {
+			if !strings.HasPrefix(id, prefix) {
+				continue
+			}
+			switch r.Stage {
+			case string(approvals.StageWaiting):
+				deadlines[id] = r.Deadline
+			case string(approvals.StageEscalated):
+				if d, ok := deadlines[id]; ok {
+					if _, done := late[id]; !done {
+						late[id] = r.Updated.Sub(d)
+					}
+				}
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	dead, err := e.countStatus(ctx, prefix, workflows.StatusDeadLettered)
+	if err != nil {
+		return err
+	}
+	// The busiest minute of deadlines.
+	var ds []time.Time
+	for _, d := range deadlines {
+		ds = append(ds, d)
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].Before(ds[j]) })
+	busiest := 0
+	for i, j := 0, 0; j < len(ds); j++ {
+		for ds[j].Sub(ds[i]) > time.Minute {
+			i++
+		}
+		busiest = max(busiest, j-i+1)
+	}
+	for _, d := range late {
+		res.add("timers_escalation_late_ms", float64(d.Milliseconds()))
+	}
+	res.Values["timers_claims"] = float64(n)
+	res.Values["timers_busiest_minute"] = float64(busiest)
+	res.Values["timers_dead_lettered"] = float64(dead)
+	s := res.Samples["timers_escalation_late_ms"]
+	fmt.Fprintf(os.Stderr, "  timers: %d escalations, %d of their deadlines in the busiest minute; late after the deadline p50 %.1f s, p99 %.1f s, max %.1f s; %d dead-lettered\n",
+		len(late), busiest, percentile(s, 50)/1000, percentile(s, 99)/1000, percentile(s, 100)/1000, dead)
+	if dead > 0 {
+		return fmt.Errorf("timers: %d claims dead-lettered", dead)
+	}
+	return nil
+}
