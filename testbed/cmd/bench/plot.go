@@ -39,7 +39,7 @@ import (
 // is removed, so no picture outlives its numbers.
 
 // panelFiles are the panels' file suffixes, in the order they are stacked.
-var panelFiles = []string{"throughput", "latency", "model", "recovery", "cost"}
+var panelFiles = []string{"throughput", "latency", "model", "recovery", "cost", "surge"}
 
 func init() {
 	// Sans, for small labels; the SVG names it with fallbacks (sansFamily).
@@ -67,6 +67,7 @@ func drawResults(r *results, base string) ([]string, error) {
 	sub := runLabel(r)
 	builders := map[string]func(*results, string) (*plot.Plot, error){
 		"throughput": throughputPlot, "latency": latencyPlot, "model": modelLatencyPlot, "recovery": recoveryPlot, "cost": costPlot,
+		"surge": surgePlot,
 	}
 	var plots []*plot.Plot
 	var files []string
@@ -544,5 +545,47 @@ func costPlot(r *results, sub string) (*plot.Plot, error) {
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.6, float64(len(paths))-0.4
 	p.Y.Max *= 1.15
+	return p, nil
+}
+
+// surgePlot: the catastrophe week's pressures, as CDFs in seconds: approve
+// → transfer while a surge of new claims is triaged (the priority
+// workload), and how late escalations fired after their deadlines when
+// thousands fell due together (the timers workload).
+func surgePlot(r *results, sub string) (*plot.Plot, error) {
+	pay, late := slices.Clone(r.Samples["priority_approve_to_transfer_ms"]), slices.Clone(r.Samples["timers_escalation_late_ms"])
+	if len(pay) == 0 && len(late) == 0 {
+		return nil, nil
+	}
+	p := newPlot("A surge: approve → transfer while new claims are triaged; escalations after their deadline", sub)
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = "share of claims"
+	p.Y.Min, p.Y.Max = 0, 1.05
+	p.X.Min = 0
+	for _, c := range []struct {
+		xs     []float64
+		label  string
+		col    color.Color
+		dashes []vg.Length
+	}{
+		{pay, fmt.Sprintf("approve → transfer, %d approvals, %.0f new claims in flight", len(pay), r.Values["priority_claims"]), blue, nil},
+		{late, fmt.Sprintf("escalation after its deadline, %d escalations (%.0f due in one minute)", len(late), r.Values["timers_busiest_minute"]),
+			red, []vg.Length{vg.Points(5), vg.Points(3)}},
+	} {
+		if len(c.xs) == 0 {
+			continue
+		}
+		for i := range c.xs {
+			c.xs[i] /= 1000
+		}
+		l, err := cdfLine(c.xs, c.col, c.dashes)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(l)
+		p.Legend.Add(c.label, l)
+	}
+	p.Legend.Left, p.Legend.Top = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
 	return p, nil
 }
