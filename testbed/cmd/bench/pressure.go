@@ -106,13 +106,6 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 	}
 }
 
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // priority is the first pressure (see the top of the file).
 func (e *env) priority(ctx context.Context, res *results) error {
 	sim := modelsim.New("")
