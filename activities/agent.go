@@ -88,7 +88,7 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	}
 	reply, err := a.Model.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
 	if err != nil {
-		return TurnResult{}, err
+		return TurnResult{}, withAttempt(ctx, err)
 	}
 	turn := reply.Output
 	if len(turn.ToolCalls) > 0 {

@@ -6,9 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -82,7 +86,7 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	}
 	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
 	if err != nil {
-		return res, err
+		return res, withAttempt(ctx, err)
 	}
 	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
 	countModelCall(ctx, res.Model, "assess", res.Usage)
@@ -151,4 +155,18 @@ func (a *Activities) ledgerModelCall(ctx context.Context, claimID string, key cl
 		return "", err
 	}
 	return sum, nil
+}
+
+// withAttempt adds to a wait for model capacity handed back to the
+// workflow the attempt that handed it back: the attempts before it (failed
+// and retried: timeouts, 5xx) ran, and the workflow charges them to the
+// run's step cap.
+func withAttempt(ctx context.Context, err error) error {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != ErrModelBudgetWait {
+		return err
+	}
+	var wait time.Duration
+	_ = appErr.Details(&wait)
+	return temporal.NewNonRetryableApplicationError(appErr.Message(), ErrModelBudgetWait, nil, wait, activity.GetInfo(ctx).Attempt)
 }

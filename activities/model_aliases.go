@@ -44,3 +44,6 @@ func ReviewAssessment(coveredMinor int64, why string) Assessment {
 const ErrModelBudgetWait = model.ErrModelBudgetWait
 
 var withDurableWait = model.WithDurableWait
+
+// MaxBudgetWait bounds one durable wait for model capacity (model.MaxBudgetWait).
+const MaxBudgetWait = model.MaxBudgetWait

@@ -37,6 +37,14 @@ type Budget interface {
 // wait, a time.Duration.
 const ErrModelBudgetWait = "ModelBudgetWait"
 
+// ErrModelQuota is a 429 that is not a rate limit: the account's quota is
+// used up (OpenAI's insufficient_quota). It fails the step at once.
+const ErrModelQuota = "ModelQuotaExhausted"
+
+// MaxBudgetWait bounds one durable wait the workflow takes for capacity;
+// the step then asks the budget again.
+const MaxBudgetWait = 10 * time.Minute
+
 type durableWaitKey struct{}
 
 // WithDurableWait marks a call whose workflow waits for capacity itself:
@@ -46,7 +54,8 @@ func WithDurableWait(ctx context.Context) context.Context {
 	return context.WithValue(ctx, durableWaitKey{}, true)
 }
 
-func durableWait(ctx context.Context) bool { v, _ := ctx.Value(durableWaitKey{}).(bool); return v }
+// DurableWait reports whether ctx is marked by WithDurableWait.
+func DurableWait(ctx context.Context) bool { v, _ := ctx.Value(durableWaitKey{}).(bool); return v }
 
 // completionAllowance is what a call is booked for beyond its prompt
 // before the answer says what it used.
@@ -83,13 +92,21 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 		}
 		comp, err := m.client.Chat.Completions.New(ctx, params)
 		if err == nil {
-			m.settle(ctx, comp.Usage.TotalTokens-booked)
+			if used := comp.Usage.TotalTokens; used > 0 { // a provider that reports none keeps the booking
+				m.settle(ctx, used-booked)
+			}
 			return comp, nil
 		}
 		m.settle(ctx, -booked)
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests {
 			return nil, classifyModelError(err)
+		}
+		if apiErr.Code == "insufficient_quota" {
+			// Not a rate: the account is out of credit, and waiting will
+			// not bring it back.
+			return nil, temporal.NewNonRetryableApplicationError(classifyModelError(apiErr).Error()+
+				"; the provider's quota is used up: check the account's plan and billing", ErrModelQuota, nil)
 		}
 		d := max(retryAfter(apiErr.Response), holdFloor)
 		if m.cfg.Budget != nil {
@@ -151,10 +168,10 @@ func (m *OpenAIModel) budgetWait(ctx context.Context, why string, d time.Duratio
 	if m.cfg.OnWait != nil {
 		m.cfg.OnWait(ctx, why+"-handed-back", d)
 	}
-	d = min(d, MaxRetryAfter)
 	msg := fmt.Sprintf("no model capacity for %s: %s", d.Round(time.Millisecond), cause)
-	if durableWait(ctx) {
-		return temporal.NewNonRetryableApplicationError(msg+"; the claim waits on a durable timer and asks again", ErrModelBudgetWait, nil, d)
+	if DurableWait(ctx) {
+		return temporal.NewNonRetryableApplicationError(msg+"; the claim waits on a durable timer and asks again", ErrModelBudgetWait, nil,
+			min(d, MaxBudgetWait))
 	}
-	return retryable(msg, ErrModelRateLimited, d)
+	return retryable(msg, ErrModelRateLimited, min(d, MaxRetryAfter))
 }

@@ -3,6 +3,8 @@ package model_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -93,4 +95,23 @@ func TestSharedBudgetHoldsAcrossWorkers(t *testing.T) {
 	t.Logf("%d calls, %d tokens in %s: %.0f a minute past the burst (budget %d)", len(sim.Calls()), tokens, took.Round(time.Millisecond), rate, budget)
 	assert.LessOrEqual(t, rate, budget*1.05, "the workers together keep under the budget")
 	assert.GreaterOrEqual(t, rate, budget*0.8, "and use most of it")
+}
+
+// A 429 that is not a rate (the account out of credit) fails the step at
+// once: waiting would not bring the quota back.
+func TestOpenAIProviderFailsAnExhaustedQuota(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":{"message":"You exceeded your current quota.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`))
+	}))
+	defer srv.Close()
+	m, err := model.NewOpenAIModel(model.OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "sim-1"})
+	require.NoError(t, err)
+	_, err = m.TriageTurn(context.Background(), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	assert.Equal(t, model.ErrModelQuota, appErr.Type())
+	assert.True(t, appErr.NonRetryable())
+	assert.Contains(t, appErr.Error(), "check the account's plan and billing")
 }

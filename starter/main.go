@@ -220,6 +220,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// and not started twice.
 	stop, unstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer unstop()
+	context.AfterFunc(stop, unstop) // a second interrupt ends the process at once
 	b := &batch{out: &lockedWriter{w: stdout}, total: len(inputs), hint: len(inputs) == 1}
 	errOut := &lockedWriter{w: stderr}
 	one := func(i int) outcome {
@@ -258,6 +259,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if stop.Err() != nil && b.done() < len(inputs) {
 		fmt.Fprintf(stderr, "starter: interrupted after %d of %d claims (%s); run the same command again to go on: claims already started are not started twice\n",
 			b.done(), len(inputs), b.summary())
+		if b.count(conflict) > 0 {
+			return exitInvalid
+		}
 		return exitFailed
 	}
 	if len(inputs) >= progressFrom {

@@ -239,13 +239,23 @@ func (r *claimRun) waited() {
 // capacity (budgetWait) is run again after it, on a durable timer: no
 // worker is held, and neither the retries nor the step cap count it.
 func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
+	var rounds int
+	var waited time.Duration
 	for {
 		err := r.execOnce(ctx, p, fn, in, out)
-		wait, ok := budgetWait(err)
+		wait, attempt, ok := budgetWait(err)
 		if !ok || !r.budgetWaits {
 			return err
 		}
-		workflow.GetLogger(ctx).Info("no model capacity: waiting", "step", p.name, "wait", wait)
+		// The attempts before the one that handed the wait back ran (and
+		// failed): they count like any other.
+		r.stepsExecuted += int(max(attempt-1, 0))
+		if rounds >= maxBudgetRounds || waited >= maxBudgetWaitPerStep {
+			return capErr("model capacity", "the %s step waited %s for model capacity over %d waits; the last: %v", p.name, waited, rounds, err)
+		}
+		rounds++
+		waited += wait
+		workflow.GetLogger(ctx).Info("no model capacity: waiting", "step", p.name, "wait", wait, "waits", rounds)
 		if err := workflow.Sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -253,22 +263,37 @@ func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interf
 	}
 }
 
-// budgetWait reads the wait a model step handed back.
-func budgetWait(err error) (time.Duration, bool) {
+// The bounds of a step's waits for model capacity: a day, or 200 waits
+// (some 2,000 history events, well inside the server's limit), whichever
+// comes first; then the claim stops with a cap (dead-lettered, redrivable
+// when the provider has room again). Each wait is at least a second.
+const (
+	maxBudgetWaitPerStep = 24 * time.Hour
+	maxBudgetRounds      = 200
+	minBudgetWait        = time.Second
+)
+
+// budgetWait reads the wait a model step handed back, and the attempt
+// that handed it back.
+func budgetWait(err error) (time.Duration, int32, bool) {
 	var appErr *temporal.ApplicationError
 	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrModelBudgetWait {
-		return 0, false
+		return 0, 0, false
 	}
 	var wait time.Duration
-	if appErr.Details(&wait) != nil || wait <= 0 {
-		wait = time.Second
+	var attempt int32
+	if appErr.Details(&wait, &attempt) != nil {
+		attempt = 1
+		if appErr.Details(&wait) != nil {
+			wait = minBudgetWait
+		}
 	}
-	return min(wait, maxBudgetWait), true
+	return min(max(wait, minBudgetWait), maxBudgetWait), attempt, true
 }
 
 // maxBudgetWait bounds one durable wait for model capacity; the step then
 // asks the budget again.
-const maxBudgetWait = 10 * time.Minute
+const maxBudgetWait = activities.MaxBudgetWait
 
 func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
 	if age := workflow.Now(ctx).Sub(r.started); age >= r.caps.MaxAge {

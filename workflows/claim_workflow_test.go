@@ -67,8 +67,10 @@ type calls struct {
 	// model, when set, answers the triage turns instead of the rules.
 	model activities.Model
 	// budgetWaits is how many model calls (turns and assessments) hand a
-	// wait for capacity back before any answers.
-	budgetWaits int
+	// wait for capacity back before any answers; budgetAttempt the attempt
+	// each says handed it back (default 1).
+	budgetWaits   int
+	budgetAttempt int32
 }
 
 // budgetWait hands a 5-minute wait back, while the knob says so, to a
@@ -80,7 +82,7 @@ func (c *calls) budgetWait(waits bool) error {
 		return nil
 	}
 	c.budgetWaits--
-	return temporal.NewNonRetryableApplicationError("no model capacity for 5m0s", activities.ErrModelBudgetWait, nil, 5*time.Minute)
+	return temporal.NewNonRetryableApplicationError("no model capacity for 5m0s", activities.ErrModelBudgetWait, nil, 5*time.Minute, max(c.budgetAttempt, 1))
 }
 
 func (c *calls) add(name string, key claim.IdempotencyKey) {
@@ -373,6 +375,31 @@ func (s *ClaimSuite) TestModelCapacityWaitsAreDurableAndFree() {
 	s.Zero(s.calls.budgetWaits)
 	s.Len(append(s.calls.keys["triage"], s.calls.keys["assess"]...), 23, "three model calls, asked 20 more times")
 	s.GreaterOrEqual(s.env.Now().Sub(begin), 100*time.Minute, "each wait a durable timer of 5 minutes")
+}
+
+// The waits are bounded: past 200 of them in one step the claim stops with
+// a cap (dead-lettered, redrivable), not a history that grows until the
+// server ends it. And attempts that ran before a hand-back (failed and
+// retried) count against the step cap.
+func (s *ClaimSuite) TestModelCapacityWaitsAreBounded() {
+	s.calls.budgetWaits = 1000
+	s.start(testClaim("claim-0001", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType)
+	s.Contains(r.DeadLetter.Error, "waited 16h40m0s for model capacity over 200 waits")
+	s.Equal(1000-201, s.calls.budgetWaits)
+}
+
+func (s *ClaimSuite) TestAttemptsBeforeAModelCapacityWaitCount() {
+	s.calls.budgetWaits, s.calls.budgetAttempt = 10, 3 // each hand-back after two failed attempts
+	s.start(testClaim("claim-0001", "640.00"), Options{Caps: Caps{MaxSteps: 14}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType)
+	s.Contains(r.DeadLetter.Error, "activity executions")
 }
 
 func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {

@@ -51,24 +51,33 @@ func (b *ModelBudget) nowUS() int64 { return b.s.now().UnixMicro() }
 
 // Reserve books tokens if their turn comes within most, and says how long
 // until it does; past most nothing is booked and the wait is what it
-// would have been.
+// would have been. A booking larger than the burst waits only for the
+// bucket to be full, and leaves it in debt that the refill repays before
+// the next (else it could never be served).
 func (b *ModelBudget) Reserve(ctx context.Context, tokens int64, most time.Duration) (time.Duration, bool, error) {
 	now, cost := b.nowUS(), b.span(tokens).Microseconds()
+	need := min(cost, b.burst.Microseconds()) // what must have been refilled
 	slack := (b.burst + most).Microseconds()
 	g := b.s.d.greatest
 	var tat int64
 	err := b.s.queryRow(ctx, `UPDATE model_budget SET tat_us = `+g+`(tat_us, ?) + ? WHERE name = ? AND `+g+`(tat_us, ?) + ? - ? <= ? RETURNING tat_us`,
-		now, cost, b.name, now, cost, now, slack).Scan(&tat)
+		now, cost, b.name, now, need, now, slack).Scan(&tat)
 	switch {
 	case err == nil:
-		return max(time.Duration(tat-now)*time.Microsecond-b.burst, 0), true, nil
+		return b.wait(tat-cost, need, now), true, nil
 	case !errors.Is(err, sql.ErrNoRows):
 		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
 	if err := b.s.queryRow(ctx, `SELECT tat_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat); err != nil {
 		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
-	return max(time.Duration(max(tat, now)+cost-now)*time.Microsecond-b.burst, 0), false, nil
+	return b.wait(tat, need, now), false, nil
+}
+
+// wait is how long a booking needing need µs of refill waits, with the
+// bucket's time at tat before it.
+func (b *ModelBudget) wait(tat, need, now int64) time.Duration {
+	return max(time.Duration(max(tat, now)+need-now)*time.Microsecond-b.burst, 0)
 }
 
 // Settle corrects a booking by delta tokens: more used than booked moves

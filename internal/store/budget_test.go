@@ -109,3 +109,29 @@ func TestModelBudgetConcurrentBookings(t *testing.T) {
 		}
 	})
 }
+
+// A booking larger than the burst is served once the bucket is full, and
+// the debt it leaves is repaid before the next: it is never refused
+// forever.
+func TestModelBudgetServesABookingLargerThanTheBurst(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { return now }
+		b, err := s.ModelBudget(ctx, "large", 6000, 500) // 100 a second, a burst of 500
+		require.NoError(t, err)
+		wait, ok, err := b.Reserve(ctx, 3000, 0)
+		require.NoError(t, err)
+		assert.True(t, ok, "a full bucket serves it at once")
+		assert.Zero(t, wait)
+		wait, ok, err = b.Reserve(ctx, 3000, time.Second)
+		require.NoError(t, err)
+		assert.False(t, ok)
+		assert.Equal(t, 30*time.Second, wait, "the next waits for the debt and a full bucket again")
+		now = now.Add(30 * time.Second)
+		wait, ok, err = b.Reserve(ctx, 3000, 0)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Zero(t, wait)
+	})
+}

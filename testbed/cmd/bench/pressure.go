@@ -187,8 +187,13 @@ func (e *env) priority(ctx context.Context, res *results) error {
 		if took := at().Sub(t0); took > slowestTook {
 			slowest, slowestTook = id, took
 		}
-		if n, err := e.countStatus(ctx, prefix+"new-", workflows.StatusRunning); err == nil {
-			inFlight = max(inFlight, int(n))
+		n, err := e.countStatus(ctx, prefix+"new-", workflows.StatusRunning)
+		if err != nil {
+			return err
+		}
+		inFlight = max(inFlight, int(n))
+		if n == 0 {
+			break // the surge is over: an approval now would measure an idle system
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -207,8 +212,9 @@ func (e *env) priority(ctx context.Context, res *results) error {
 		fmt.Fprintf(os.Stderr, "  the slowest approval after its signal: %s\n", line)
 	}
 	s := res.Samples["priority_approve_to_transfer_ms"]
+	approved := len(res.Samples["priority_approve_to_transfer_ms"])
 	fmt.Fprintf(os.Stderr, "  priority: %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
-		len(parked), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values["priority_surge_s"])
+		approved, e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values["priority_surge_s"])
 	return nil
 }
 
