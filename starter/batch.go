@@ -67,8 +67,9 @@ func (b *batch) run(stop context.Context, concurrency int, one func(int) outcome
 		}()
 	}
 	finished := make(chan struct{})
+	var reporter sync.WaitGroup
 	if progress != nil {
-		go func() {
+		reporter.Go(func() {
 			t := time.NewTicker(interval)
 			defer t.Stop()
 			for {
@@ -79,7 +80,7 @@ func (b *batch) run(stop context.Context, concurrency int, one func(int) outcome
 					fmt.Fprintln(progress, "starter: "+b.progress())
 				}
 			}
-		}()
+		})
 	}
 feed:
 	for i := range b.total {
@@ -92,6 +93,7 @@ feed:
 	close(next)
 	wg.Wait()
 	close(finished)
+	reporter.Wait() // no progress line after the summary
 }
 
 func (b *batch) count(o outcome) int { return int(b.n[o].Load()) }
