@@ -322,6 +322,17 @@ func run(o options) error {
 			claims = e.children[len(e.children)-1]
 		}
 	}
+	// Opt-in (-only surge): the catastrophe week's waiting room, first:
+	// its checks count every claim waiting, and the others leave some.
+	if o.only != "" && o.want("surge") {
+		claims.stop()
+		if claims, err = e.spawnClaimsWorker("claims-worker-surge"); err != nil {
+			return err
+		}
+		if err := e.surge(ctx, res, claims); err != nil {
+			return fmt.Errorf("surge: %w", err)
+		}
+	}
 	// Opt-in (-only priority, -only ratelimit): the model under a surge.
 	if o.only != "" && o.want("priority") {
 		if err := e.priority(ctx, res); err != nil {
@@ -336,16 +347,6 @@ func run(o options) error {
 	if o.only != "" && o.want("ratelimit") {
 		if err := e.ratelimit(ctx, res); err != nil {
 			return fmt.Errorf("ratelimit: %w", err)
-		}
-	}
-	// Opt-in (-only surge): the catastrophe week's waiting room.
-	if o.only != "" && o.want("surge") {
-		claims.stop()
-		if claims, err = e.spawnClaimsWorker("claims-worker-surge"); err != nil {
-			return err
-		}
-		if err := e.surge(ctx, res, claims); err != nil {
-			return fmt.Errorf("surge: %w", err)
 		}
 	}
 	if o.want("parked") {
