@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/durableclaims/durableclaims/testbed/modelsim"
@@ -131,35 +130,18 @@ func (e *env) latency(ctx context.Context, res *results) error {
 // latencyRun runs n auto-approve claims on the latency queue, e.o.concurrency
 // at a time, each of which must end paid; done gets each one's start-to-end time.
 func (e *env) latencyRun(ctx context.Context, prefix string, n int, done func(id string, took time.Duration)) error {
-	var next atomic.Int64
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	for range e.o.concurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				id := fmt.Sprintf("%s%05d", prefix, i)
-				start := time.Now()
-				run, err := e.startClaimOn(ctx, e.store, e.client, latencyQueue, id, "640.00", workflows.Options{})
-				if err == nil {
-					err = outcome(ctx, run, workflows.StatusPaid)
-				}
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				if done != nil {
-					done(id, time.Since(start))
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return firstErr
+	return parallel(n, e.o.concurrency, func(i int) error {
+		id := fmt.Sprintf("%s%05d", prefix, i)
+		start := time.Now()
+		run, err := e.startClaimOn(ctx, e.store, e.client, latencyQueue, id, "640.00", workflows.Options{})
+		if err == nil {
+			err = outcome(ctx, run, workflows.StatusPaid)
+		}
+		if err == nil && done != nil {
+			done(id, time.Since(start))
+		}
+		return err
+	})
 }
 
 // slotSampler reads the SDK's slot gauges from a worker's Prometheus

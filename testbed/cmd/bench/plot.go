@@ -390,12 +390,6 @@ func modelLatencyPlot(r *results, sub string) (*plot.Plot, error) {
 	if len(done) == 0 || len(floor) == 0 {
 		return nil, nil
 	}
-	secs := func(ms []float64) []float64 {
-		for i := range ms {
-			ms[i] /= 1000
-		}
-		return ms
-	}
 	done, floor = secs(done), secs(floor)
 	p := newPlot(fmt.Sprintf("Real model latency: %d claims, the model answering in %.1f–%.1f s a call, %.0f in flight",
 		len(done), r.Values["latency_model_min_ms"]/1000, r.Values["latency_model_max_ms"]/1000, r.Values["latency_concurrency"]), sub)
@@ -575,10 +569,7 @@ func surgePlot(r *results, sub string) (*plot.Plot, error) {
 		if len(c.xs) == 0 {
 			continue
 		}
-		for i := range c.xs {
-			c.xs[i] /= 1000
-		}
-		l, err := cdfLine(c.xs, c.col, c.dashes)
+		l, err := cdfLine(secs(c.xs), c.col, c.dashes)
 		if err != nil {
 			return nil, err
 		}
@@ -588,4 +579,12 @@ func surgePlot(r *results, sub string) (*plot.Plot, error) {
 	p.Legend.Left, p.Legend.Top = false, false
 	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
 	return p, nil
+}
+
+// secs turns milliseconds into seconds, in place.
+func secs(ms []float64) []float64 {
+	for i := range ms {
+		ms[i] /= 1000
+	}
+	return ms
 }

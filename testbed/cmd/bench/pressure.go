@@ -9,8 +9,6 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -62,25 +60,10 @@ func serveModelsim(sim *modelsim.Server) (url string, stop func(), err error) {
 // ClaimStatus in visibility every 2 s (a long poll per claim would be
 // thousands of them) and returns the count of each end.
 func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, priority int) (map[string]int, error) {
-	var next atomic.Int64
-	var startErr atomic.Value
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if _, err := e.startClaimAt(ctx, e.store, e.client, queue, fmt.Sprintf("%s%05d", prefix, i), amount, workflows.Options{}, priority); err != nil {
-					startErr.Store(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := startErr.Load().(error); err != nil {
+	if err := parallel(n, 32, func(i int) error {
+		_, err := e.startClaimAt(ctx, e.store, e.client, queue, fmt.Sprintf("%s%05d", prefix, i), amount, workflows.Options{}, priority)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	ends := []string{workflows.StatusPaid, workflows.StatusDeadLettered, workflows.StatusRejected, workflows.StatusExpired, workflows.StatusWithdrawn}
@@ -343,27 +326,12 @@ func (e *env) timers(ctx context.Context, res *results) error {
 	prefix := fmt.Sprintf("bench-timers-%d-", seq.Add(1))
 	// Parking runs at about 20 claims a second here; leave room.
 	due := time.Now().Add(time.Duration(n)*time.Second/12 + time.Minute)
-	var next atomic.Int64
-	var startErr atomic.Value
-	var wg sync.WaitGroup
-	for range e.o.concurrency {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				ttl := max(time.Until(due), time.Minute).Round(time.Second)
-				opts := workflows.Options{Approval: approvals.Policy{TTL: ttl, EscalationTTL: time.Hour}}
-				if _, err := e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, fmt.Sprintf("%s%05d", prefix, i), "1840.00", opts); err != nil {
-					startErr.Store(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := startErr.Load().(error); err != nil {
+	if err := parallel(n, e.o.concurrency, func(i int) error {
+		ttl := max(time.Until(due), time.Minute).Round(time.Second)
+		opts := workflows.Options{Approval: approvals.Policy{TTL: ttl, EscalationTTL: time.Hour}}
+		_, err := e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, fmt.Sprintf("%s%05d", prefix, i), "1840.00", opts)
+		return err
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "  timers: %d claims started; their escalations fall due from about %s\n", n, due.Format(time.TimeOnly))

@@ -108,36 +108,43 @@ func (e *env) autoClaims(tag string) workload {
 // throughput runs n workflows, at most e.o.concurrency at a time, and
 // returns completed workflows per second.
 func (e *env) throughput(ctx context.Context, w workload, n int) (float64, error) {
+	begin := time.Now()
+	err := parallel(n, e.o.concurrency, func(i int) error {
+		run, err := w.start(ctx, i)
+		if err == nil {
+			err = outcome(ctx, run, w.want)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(begin).Seconds(), nil
+}
+
+// parallel calls f for 0..n-1, workers at a time; a worker whose call
+// fails stops, the others go on, and the first error is returned.
+func parallel(n, workers int, f func(i int) error) error {
 	var next atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
-	begin := time.Now()
-	for range e.o.concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range workers {
+		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
 				if i >= n {
 					return
 				}
-				run, err := w.start(ctx, i)
-				if err == nil {
-					err = outcome(ctx, run, w.want)
-				}
-				if err != nil {
+				if err := f(i); err != nil {
 					once.Do(func() { firstErr = err })
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return 0, firstErr
-	}
-	return float64(n) / time.Since(begin).Seconds(), nil
+	return firstErr
 }
 
 // outcome waits for run and checks it ended in status want, if given.
