@@ -53,6 +53,7 @@ stack_up() {
     --search-attribute ClaimStatus=Keyword --search-attribute ApprovalDeadline=Datetime \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value matching.useNewMatcher=true \
+    --dynamic-config-value system.enableActivityEagerExecution=true \
     --log-level error >"$STACK/temporal.log" 2>&1 &
   stack_pids+=($!)
   # Ready when the search attributes are (grep without -q: with pipefail, an

@@ -136,6 +136,9 @@ func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (clie
 		opts.HostPort = client.DefaultHostPort
 	}
 	opts.Logger = log.NewStructuredLogger(logger)
+	if opts.ConnectionOptions.GrpcCompression, err = GRPCCompression(opts.HostPort); err != nil {
+		return nil, err
+	}
 	dc, kr, err := dataConverter()
 	if err != nil {
 		return nil, err
@@ -157,6 +160,23 @@ func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (clie
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %q): %w", opts.HostPort, opts.Namespace, err)
 	}
 	return c, nil
+}
+
+// GRPCCompression reads TEMPORAL_GRPC_COMPRESSION: "gzip" compresses every
+// request to the frontend (the SDK's default), "none" sends them as they
+// are. Unset, it is none when the frontend is on this machine (a loopback
+// address) and gzip otherwise: on loopback gzip only spends CPU, on both
+// sides, for bytes that never cross a wire (measured in
+// docs/performance.md).
+func GRPCCompression(hostPort string) (client.GrpcCompression, error) {
+	v := Get("TEMPORAL_GRPC_COMPRESSION", "")
+	switch {
+	case v == "gzip", v == "" && !IsLoopback(hostPort):
+		return &client.GrpcCompressionGzip{}, nil
+	case v == "none", v == "":
+		return &client.GrpcCompressionNone{}, nil
+	}
+	return nil, fmt.Errorf("TEMPORAL_GRPC_COMPRESSION=%q: want gzip or none", v)
 }
 
 // IsLoopback says whether addr (host:port) listens on this machine only:

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 )
 
@@ -50,4 +51,31 @@ func TestTuneRefusesBadValues(t *testing.T) {
 			assert.Contains(t, err.Error(), env[0])
 		})
 	}
+}
+
+func TestGRPCCompressionIsOffOnLoopbackOnly(t *testing.T) {
+	t.Setenv("TEMPORAL_GRPC_COMPRESSION", "")
+	for addr, want := range map[string]client.GrpcCompression{
+		"localhost:7233":           &client.GrpcCompressionNone{},
+		"127.0.0.1:7233":           &client.GrpcCompressionNone{},
+		"[::1]:7233":               &client.GrpcCompressionNone{},
+		"temporal.internal:7233":   &client.GrpcCompressionGzip{},
+		"ns.acct.tmprl.cloud:7233": &client.GrpcCompressionGzip{},
+		"10.0.0.5:7233":            &client.GrpcCompressionGzip{},
+	} {
+		got, err := GRPCCompression(addr)
+		require.NoError(t, err, addr)
+		assert.Equal(t, want, got, addr)
+	}
+	t.Setenv("TEMPORAL_GRPC_COMPRESSION", "gzip")
+	got, err := GRPCCompression("localhost:7233")
+	require.NoError(t, err)
+	assert.Equal(t, &client.GrpcCompressionGzip{}, got)
+	t.Setenv("TEMPORAL_GRPC_COMPRESSION", "none")
+	got, err = GRPCCompression("temporal.internal:7233")
+	require.NoError(t, err)
+	assert.Equal(t, &client.GrpcCompressionNone{}, got)
+	t.Setenv("TEMPORAL_GRPC_COMPRESSION", "zstd")
+	_, err = GRPCCompression("localhost:7233")
+	assert.ErrorContains(t, err, `TEMPORAL_GRPC_COMPRESSION="zstd"`)
 }

@@ -32,6 +32,15 @@ func DynamicConfig() map[string]any {
 		// replacement worker the backlog's newest tasks while the retried
 		// ones wait (docs/performance.md).
 		"matching.useNewMatcher": true,
+		// Eager activity execution: the workflow task that schedules an
+		// activity gets it back in the server's answer, started, when its
+		// worker has a free slot, instead of the activity going through
+		// matching to a poller. With a model answering in 1–2 s and 100
+		// claims in flight it cut the server's CPU per claim by 7–15 % and
+		// raised claims/s by 4–5 % (docs/performance.md, "Real model
+		// latency"). An activity that finds no free slot goes through the
+		// queue, in priority order, as before.
+		"system.enableActivityEagerExecution": true,
 	}
 }
 

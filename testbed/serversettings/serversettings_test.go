@@ -26,6 +26,7 @@ func TestDevServerArgsAreFlagValuePairs(t *testing.T) {
 	args := DevServerArgs()
 	require.Equal(t, 0, len(args)%2)
 	assert.Contains(t, args, "matching.useNewMatcher=true")
+	assert.Contains(t, args, "system.enableActivityEagerExecution=true")
 	assert.Contains(t, args, "history.transferProcessorMaxPollRPS=1000")
 	assert.Contains(t, args, "ClaimStatus=Keyword")
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +24,10 @@ import (
 // OpenAI-compatible provider against modelsim answering in 1-2 s a call, as
 // a hosted model does. A claim's latency floor is the sum of the model's own
 // latencies on its path (two triage turns and the assessment, one after the
-// other); the rest is durable execution. The worker's slots are sampled
-// from its metrics during the run, to show whether they limit it.
+// other); the rest is durable execution. Each claim's history says where
+// that rest went (breakdown.go), /proc what each process spent per claim,
+// and the worker's slots are sampled from its metrics, to show whether
+// they limit it.
 
 const latencyQueue = "claims-latency"
 
@@ -50,34 +53,55 @@ func (e *env) latency(ctx context.Context, res *results) error {
 
 	prefix := fmt.Sprintf("bench-latency-%d-", seq.Add(1))
 	// Warm up (connections, the worker's caches) with a few claims.
-	if err := e.latencyRun(ctx, prefix+"warm-", min(10, e.o.n), nil); err != nil {
+	if err := e.latencyRun(ctx, prefix+"warm-", min(10, e.o.latencyN), nil); err != nil {
 		return fmt.Errorf("latency warm-up: %w", err)
 	}
 
 	slots := &slotSampler{url: w.metrics + "/metrics"}
+	runs := map[string]claimSpan{}
+	var mu sync.Mutex
+	groups := []cpuGroup{{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{w.cmd.Process.Pid}},
+		{name: "bench", pids: []int{os.Getpid()}}}
+	cpuBefore, err := snapshot(groups)
+	if err != nil {
+		return err
+	}
 	sctx, stopSampling := context.WithCancel(ctx)
 	var sampled sync.WaitGroup
 	sampled.Go(func() { slots.run(sctx) })
-	completions := map[string]time.Duration{}
-	var mu sync.Mutex
 	begin := time.Now()
-	err = e.latencyRun(ctx, prefix, e.o.n, func(id string, took time.Duration) {
+	err = e.latencyRun(ctx, prefix, e.o.latencyN, func(id string, span claimSpan) {
 		mu.Lock()
-		completions[id] = took
+		runs[id] = span
 		mu.Unlock()
 	})
 	wall := time.Since(begin)
+	cpuAfter, cerr := snapshot(groups)
 	stopSampling()
 	sampled.Wait()
 	if err != nil {
 		return err
 	}
+	if cerr != nil {
+		return cerr
+	}
+	var use cpuUsage
+	use.add(cpuBefore, cpuAfter)
+	use.record(res, "latency", len(runs))
+	fmt.Fprintf(os.Stderr, "  real model latency: CPU in cores: server %.2f, worker %.2f, bench (client, modelsim, stripesim) %.2f; machine busy %.2f of %d\n",
+		use.cores("server"), use.cores("worker"), use.cores("bench"), use.cores("machine_busy"), runtime.NumCPU())
+	completions := map[string]time.Duration{}
+	for id, sp := range runs {
+		completions[id] = sp.end.Sub(sp.start)
+	}
 
 	// The floor of each claim: its model calls' own latencies, in sequence.
 	floor := map[string]time.Duration{}
+	calls := map[string][]modelCall{}
 	for _, c := range sim.Calls() {
 		if strings.HasPrefix(c.ClaimID, prefix) && !strings.HasPrefix(c.ClaimID, prefix+"warm-") {
 			floor[c.ClaimID] += c.Waited
+			calls[c.ClaimID] = append(calls[c.ClaimID], modelCall{c.At, c.Waited})
 		}
 	}
 	for id, took := range completions {
@@ -85,7 +109,18 @@ func (e *env) latency(ctx context.Context, res *results) error {
 		res.add("latency_floor_ms", float64(floor[id].Milliseconds()))
 		res.add("latency_overhead_ms", float64((took - floor[id]).Milliseconds()))
 	}
-	res.Values["latency_claims_per_s"] = float64(len(completions)) / wall.Seconds()
+	// claims/s while every slot is busy: completions between the start of
+	// the third round and the last start (after which the slots empty), so
+	// neither the ramp nor the drain counts. Over the whole run, n ÷ wall,
+	// the drain of the last round alone would cost a run of two rounds a
+	// sixth of its rate with no overhead at all.
+	steady, window := steadyRate(runs, 2*e.o.concurrency)
+	if window <= 0 {
+		return fmt.Errorf("latency: %d claims at %d in flight leave no steady window: give -latency-n at least %d", len(runs), e.o.concurrency, 3*e.o.concurrency)
+	}
+	res.Values["latency_claims_per_s"] = steady
+	res.Values["latency_steady_window_s"] = window.Seconds()
+	res.Values["latency_claims_per_s_whole_run"] = float64(len(completions)) / wall.Seconds()
 	res.Values["latency_model_min_ms"] = float64(e.o.modelLatency.Min.Milliseconds())
 	res.Values["latency_model_max_ms"] = float64(e.o.modelLatency.Max.Milliseconds())
 	res.Values["latency_concurrency"] = float64(e.o.concurrency)
@@ -104,6 +139,16 @@ func (e *env) latency(ctx context.Context, res *results) error {
 	for kind, v := range slots.maximumUsed() {
 		res.Values["latency_slots_max_used_"+kind] = v
 	}
+	// Where every claim's time went, part by part.
+	var times []claimTime
+	for id, took := range completions {
+		ct, err := e.breakdown(ctx, id, runs[id].start, took, calls[id])
+		if err != nil {
+			return err
+		}
+		times = append(times, ct)
+	}
+	recordBreakdown(res, times)
 	// Where the slowest claim's time went beyond its model calls: the
 	// longest gaps between its history events.
 	var slowest string
@@ -127,10 +172,20 @@ func (e *env) latency(ctx context.Context, res *results) error {
 	return nil
 }
 
+// claimSpan is when the client started a claim and saw it end.
+type claimSpan struct{ start, end time.Time }
+
 // latencyRun runs n auto-approve claims on the latency queue, e.o.concurrency
-// at a time, each of which must end paid; done gets each one's start-to-end time.
-func (e *env) latencyRun(ctx context.Context, prefix string, n int, done func(id string, took time.Duration)) error {
+// at a time, each of which must end paid; done gets each one's span. The
+// first round is admitted over one expected claim time (three calls at
+// the mean model latency), not at once, as claims arrive in a surge: a
+// round started together stays in step for rounds after.
+func (e *env) latencyRun(ctx context.Context, prefix string, n int, done func(id string, span claimSpan)) error {
+	ramp := 3 * (e.o.modelLatency.Min + e.o.modelLatency.Max) / 2
 	return parallel(n, e.o.concurrency, func(i int) error {
+		if i < e.o.concurrency {
+			time.Sleep(ramp * time.Duration(i) / time.Duration(e.o.concurrency))
+		}
 		id := fmt.Sprintf("%s%05d", prefix, i)
 		start := time.Now()
 		run, err := e.startClaimOn(ctx, e.store, e.client, latencyQueue, id, "640.00", workflows.Options{})
@@ -138,16 +193,42 @@ func (e *env) latencyRun(ctx context.Context, prefix string, n int, done func(id
 			err = outcome(ctx, run, workflows.StatusPaid)
 		}
 		if err == nil && done != nil {
-			done(id, time.Since(start))
+			done(id, claimSpan{start, time.Now()})
 		}
 		return err
 	})
 }
 
+// steadyRate is claims/s over the window in which every slot is busy:
+// from the start of claim number from (in start order) to the last start,
+// counting the claims that ended inside it.
+func steadyRate(runs map[string]claimSpan, from int) (float64, time.Duration) {
+	var starts []time.Time
+	for _, sp := range runs {
+		starts = append(starts, sp.start)
+	}
+	if len(starts) <= from {
+		return 0, 0
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	w0, w1 := starts[from], starts[len(starts)-1]
+	if !w1.After(w0) {
+		return 0, 0
+	}
+	var ended int
+	for _, sp := range runs {
+		if !sp.end.Before(w0) && !sp.end.After(w1) {
+			ended++
+		}
+	}
+	return float64(ended) / w1.Sub(w0).Seconds(), w1.Sub(w0)
+}
+
 // slotSampler reads the SDK's slot gauges from a worker's Prometheus
-// endpoint every 250 ms: temporal_worker_task_slots_available and
+// endpoint every second: temporal_worker_task_slots_available and
 // temporal_worker_task_slots_used, by worker type (WorkflowWorker,
-// ActivityWorker, LocalActivityWorker).
+// ActivityWorker, LocalActivityWorker). Each scrape costs the worker a
+// Prometheus page: every 250 ms they were 6 % of its CPU in this workload.
 type slotSampler struct {
 	url       string
 	mu        sync.Mutex
@@ -156,7 +237,7 @@ type slotSampler struct {
 }
 
 func (s *slotSampler) run(ctx context.Context) {
-	t := time.NewTicker(250 * time.Millisecond)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
 		s.sample(ctx)

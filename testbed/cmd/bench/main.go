@@ -39,6 +39,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/testbed/cluster"
 	"github.com/durableclaims/durableclaims/testbed/modelsim"
@@ -63,6 +64,7 @@ type options struct {
 	only                         string
 	serverArgs                   []string
 	modelLatency                 modelsim.Latency
+	latencyN                     int
 	scaleWorkers                 []int
 	scaleServers                 []string
 }
@@ -78,6 +80,7 @@ func main() {
 	var o options
 	flag.IntVar(&o.n, "n", 200, "workflows per throughput measurement")
 	flag.IntVar(&o.concurrency, "concurrency", 100, "workflows in flight at once, for every throughput workload")
+	flag.IntVar(&o.latencyN, "latency-n", 1000, "claims the real-model latency workload runs (-concurrency at a time); its claims/s is counted over the window in which every slot is busy, which needs several rounds of claims")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each throughput measurement")
 	flag.IntVar(&o.approvals, "approvals", 50, "claims approved one at a time for the approve→transfer latency")
 	flag.IntVar(&o.parked, "parked", 2000, "claims parked for approval when measuring worker memory")
@@ -136,7 +139,16 @@ func main() {
 	})
 	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy, surge, priority, timers and ratelimit run only when named); default all but anatomy")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
+	parts := flag.String("plot-parts", "", "draw where a real-model claim's time goes, one bar per run given as label=results.json arguments, into this SVG and exit")
 	flag.Parse()
+	if *parts != "" {
+		if err := drawParts(*parts, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "bench: drew %s\n", *parts)
+		return
+	}
 	if *replot != "" {
 		files, err := redraw(*replot)
 		if err != nil {
@@ -384,14 +396,20 @@ func (e *env) start() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	var err error
+	// The bench's client starts claims as the starter does: gRPC
+	// compression as config.Dial chooses it for a loopback frontend.
+	compression, err := config.GRPCCompression("127.0.0.1:7233")
+	if err != nil {
+		return err
+	}
 	e.server, err = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
-		ExistingPath:  e.o.temporal,
-		ClientOptions: &client.Options{Namespace: "default", Logger: quiet},
-		LogLevel:      "error",
-		Stdout:        io.Discard,
-		Stderr:        io.Discard,
-		ExtraArgs:     append(serversettings.DevServerArgs(), e.o.serverArgs...),
+		ExistingPath: e.o.temporal,
+		ClientOptions: &client.Options{Namespace: "default", Logger: quiet,
+			ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression}},
+		LogLevel:  "error",
+		Stdout:    io.Discard,
+		Stderr:    io.Discard,
+		ExtraArgs: append(serversettings.DevServerArgs(), e.o.serverArgs...),
 	})
 	if err != nil {
 		return fmt.Errorf("dev server: %w", err)

@@ -588,3 +588,82 @@ func secs(ms []float64) []float64 {
 	}
 	return ms
 }
+
+// partsPlot: where a claim's time goes in real-model runs, one stacked bar
+// a run (runs: label and results), from each run's history breakdown
+// (latency_part_*_ms, mean per claim), the floor first.
+func partsPlot(runs []labelled) (*plot.Plot, error) {
+	p := newPlot("Where a real-model claim's time goes: mean per claim, from each claim's history", runs[0].r.Machine)
+	p.X.Label.Text = "seconds"
+	p.X.Min = 0
+	colors := []color.Color{grey, red, orange, blue, green, color.RGBA{R: 148, G: 103, B: 189, A: 255}, color.Black}
+	names := map[string]string{partModel: "the model's own latency", partActivityRun: "activities running, beyond the model",
+		partActivityQueue: "activities in the queue", partWFTRun: "workflow tasks running (local activities)",
+		partWFTQueue: "workflow tasks in the queue", partClient: "client: setup, start, result", partOther: "other"}
+	var below *plotter.BarChart
+	for i, part := range parts {
+		vs := make(plotter.Values, len(runs))
+		for j, run := range runs {
+			vs[j] = max(run.r.Values["latency_part_"+part+"_ms"], 0) / 1000
+		}
+		bc, err := plotter.NewBarChart(vs, vg.Points(22))
+		if err != nil {
+			return nil, err
+		}
+		bc.Horizontal, bc.Color, bc.LineStyle.Width = true, colors[i%len(colors)], 0
+		if below != nil {
+			bc.StackOn(below)
+		}
+		below = bc
+		p.Add(bc)
+		p.Legend.Add(names[part], bc)
+	}
+	var labels []string
+	for _, run := range runs {
+		labels = append(labels, run.label)
+	}
+	p.NominalY(labels...)
+	p.Y.Label.Text = "claims in flight"
+	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.XOffs = -vg.Points(4)
+	p.Legend.YOffs = vg.Points(4)
+	p.X.Max *= 1.5
+	return p, nil
+}
+
+// labelled is one run's results and the label its bar gets.
+type labelled struct {
+	label string
+	r     *results
+}
+
+// drawParts reads label=results.json pairs and draws partsPlot into out.
+func drawParts(out string, pairs []string) error {
+	var runs []labelled
+	for _, pair := range pairs {
+		label, file, ok := strings.Cut(pair, "=")
+		if !ok {
+			return fmt.Errorf("%q: want label=results.json", pair)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		var r results
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", file, err)
+		}
+		if _, ok := r.Values["latency_part_model_ms"]; !ok {
+			return fmt.Errorf("%s: no real-model breakdown (latency_part_*_ms)", file)
+		}
+		runs = append(runs, labelled{label, &r})
+	}
+	if len(runs) == 0 {
+		return errors.New("no runs to draw")
+	}
+	p, err := partsPlot(runs)
+	if err != nil {
+		return err
+	}
+	return writeSVG(out, 9*vg.Inch, vg.Length(1.6+0.45*float64(len(runs)))*vg.Inch, []*plot.Plot{p})
+}
