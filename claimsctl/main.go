@@ -9,6 +9,7 @@
 //	claimsctl dlq list | dlq redrive CLAIM
 //	claimsctl reconcile [--since 24h|RFC3339] [--json]   exit 3 when anything does not match
 //	claimsctl schedule [--every 1h]   the reconciliation schedule
+//	claimsctl replay-check [--closed 100]   open and recent runs against this build's workflow code; exit 3 if one would break
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
 //	claimsctl checkpoint | verify CLAIM… | verify --all | verify --bundle DIR | export CLAIM --out DIR   claim files
 //	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
@@ -48,6 +49,9 @@ const usage = `usage:
   claimsctl reconcile [--since 24h|RFC3339] [--until …] [--json]
                                 transfers vs the step log; exits 3 if anything is not matched
   claimsctl schedule [--every 1h]   create or update the claims-reconcile schedule (0 deletes it)
+  claimsctl replay-check [--closed 100] [--query Q] [--keep-going] [--json]
+                                replay every open run and the most recently closed against this build's
+                                workflow code before it takes traffic; exit 3 naming a run that would break
   claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]
                                 an Ed25519 signing key; its public half goes in the approver directory
   claimsctl keygen --ledger NAME --out FILE   the ledger key that signs the claim-file log's checkpoints (FILE.pub: its public key)
@@ -71,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	// Commands that need no further argument; the rest need a claim or a subcommand.
-	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true, "checkpoint": true}
+	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true, "checkpoint": true, "replay-check": true}
 	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key" || args[0] == "temporal-auth") {
 		f := keygen
 		switch args[0] {
@@ -131,6 +135,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "stuck":
 		var code int
 		if code, err = stuck(ctx, args[1:], stdout); err == nil && code != 0 {
+			return code
+		}
+	case "replay-check":
+		var code int
+		if code, err = replayCheck(ctx, args[1:], stdout); err == nil && code != 0 {
 			return code
 		}
 	default:

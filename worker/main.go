@@ -24,7 +24,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
@@ -145,9 +144,8 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		return err
 	}
 	w := worker.New(c, queue, opts)
-	w.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	workflows.Register(w)
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
-	w.RegisterWorkflowWithOptions(workflows.ReconcileWorkflow, workflow.RegisterOptions{Name: workflows.ReconcileWorkflowType})
 	// The reconciliation schedule: brought to RECONCILE_EVERY when it is
 	// set ("0" removes it); otherwise created hourly if missing, and an
 	// existing one left as an operator set it (claimsctl schedule), so a

@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
@@ -275,4 +276,17 @@ type ModelUse struct {
 	TokensOut    int64  `json:"tokens_out"`
 	// CostMicros is the estimated cost of the call in millionths of a dollar.
 	CostMicros int64 `json:"cost_micros,omitempty"`
+}
+
+// Registry is what workflows are registered on: a worker, or a replayer
+// checking histories against this build's code.
+type Registry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// Register registers every workflow of this project under its name, as
+// every worker and every replay of their histories must.
+func Register(r Registry) {
+	r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+	r.RegisterWorkflowWithOptions(ReconcileWorkflow, workflow.RegisterOptions{Name: ReconcileWorkflowType})
 }

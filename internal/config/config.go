@@ -105,6 +105,24 @@ func DataConverter() (converter.DataConverter, error) {
 	return dc, err
 }
 
+// Converters are the data and failure converters every client of this
+// project uses (Dial's): with payload encryption, failures are encoded with
+// the same keys (their messages can carry claim data). A replay of the
+// workflows' histories needs both: a failure's details it cannot decode
+// change what the workflow code decides.
+func Converters() (converter.DataConverter, converter.FailureConverter, error) {
+	dc, kr, err := dataConverter()
+	if err != nil {
+		return nil, nil, err
+	}
+	if kr == nil {
+		return dc, temporal.GetDefaultFailureConverter(), nil
+	}
+	return dc, temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
+		DataConverter: dc, EncodeCommonAttributes: true,
+	}), nil
+}
+
 // dataConverter also returns the key ring, nil when encryption is off.
 func dataConverter() (converter.DataConverter, *codec.Keyring, error) {
 	kr, err := codec.LoadFromEnv()
@@ -139,17 +157,16 @@ func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (clie
 	if opts.ConnectionOptions.GrpcCompression, err = GRPCCompression(opts.HostPort); err != nil {
 		return nil, err
 	}
-	dc, kr, err := dataConverter()
+	_, kr, err := dataConverter()
 	if err != nil {
 		return nil, err
 	}
 	if kr != nil {
-		opts.DataConverter = dc
 		// Failure messages can carry claim data too (a provider's refusal
-		// names the account): encrypt them with the same keys.
-		opts.FailureConverter = temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
-			DataConverter: dc, EncodeCommonAttributes: true,
-		})
+		// names the account): Converters encrypts them with the same keys.
+		if opts.DataConverter, opts.FailureConverter, err = Converters(); err != nil {
+			return nil, err
+		}
 		logger.Info("payload encryption on", "active_key", kr.Active, "key_ids", kr.IDs())
 	}
 	for _, o := range options {

@@ -28,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -65,6 +66,8 @@ type options struct {
 	serverArgs                   []string
 	modelLatency                 modelsim.Latency
 	latencyN                     int
+	replayOpen, replayClosed     int
+	replayConcurrency            []int
 	scaleWorkers                 []int
 	scaleServers                 []string
 }
@@ -81,6 +84,19 @@ func main() {
 	flag.IntVar(&o.n, "n", 200, "workflows per throughput measurement")
 	flag.IntVar(&o.concurrency, "concurrency", 100, "workflows in flight at once, for every throughput workload")
 	flag.IntVar(&o.latencyN, "latency-n", 1000, "claims the real-model latency workload runs (-concurrency at a time); its claims/s is counted over the window in which every slot is busy, which needs several rounds of claims")
+	flag.IntVar(&o.replayOpen, "replaycheck-open", 10000, "the replaycheck workload (-only replaycheck): claims parked, open runs for claimsctl replay-check")
+	flag.IntVar(&o.replayClosed, "replaycheck-closed", 100, "the replaycheck workload: recently closed runs checked beside the open ones")
+	flag.Func("replaycheck-concurrency", "the replaycheck workload: claimsctl replay-check --concurrency values, comma-separated (default 4,16)", func(v string) error {
+		o.replayConcurrency = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q: want positive whole numbers", v)
+			}
+			o.replayConcurrency = append(o.replayConcurrency, n)
+		}
+		return nil
+	})
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each throughput measurement")
 	flag.IntVar(&o.approvals, "approvals", 50, "claims approved one at a time for the approve→transfer latency")
 	flag.IntVar(&o.parked, "parked", 2000, "claims parked for approval when measuring worker memory")
@@ -137,7 +153,7 @@ func main() {
 		o.modelLatency = l
 		return err
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy, surge, priority, timers and ratelimit run only when named); default all but anatomy")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy, surge, replaycheck, priority, timers and ratelimit run only when named); default all but anatomy")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	parts := flag.String("plot-parts", "", "draw where a real-model claim's time goes, one bar per run given as label=results.json arguments, into this SVG and exit")
 	flag.Parse()
@@ -163,6 +179,9 @@ func main() {
 	}
 	if o.modelLatency.Max == 0 {
 		o.modelLatency = modelsim.Latency{Min: time.Second, Max: 2 * time.Second}
+	}
+	if o.replayConcurrency == nil {
+		o.replayConcurrency = []int{4, 16}
 	}
 	if o.scaleWorkers == nil {
 		o.scaleWorkers = []int{1, 2, 4}
@@ -343,6 +362,12 @@ func run(o options) error {
 		}
 		if err := e.surge(ctx, res, claims); err != nil {
 			return fmt.Errorf("surge: %w", err)
+		}
+	}
+	// Opt-in (-only replaycheck): the deploy gate against thousands of open runs.
+	if o.only != "" && o.want("replaycheck") {
+		if err := e.replayCheck(ctx, res); err != nil {
+			return fmt.Errorf("replaycheck: %w", err)
 		}
 	}
 	// Opt-in (-only priority, -only ratelimit): the model under a surge.
