@@ -91,7 +91,10 @@ type stepPlan struct {
 // payment an adjuster just approved must not wait behind them. So the
 // effects (the payment, the ledger close of older runs, reminders and
 // escalations, the claimant's e-mail) run at priority 1 and the model
-// calls at 4; a local activity has no queue to wait in. Priority is not
+// calls at 4; a local activity has no queue to wait in. With eager
+// activity execution on (testbed/serversettings), an activity whose
+// worker has a free slot starts at once and skips the queue: priority
+// orders the ones that find the slots full. Priority is not
 // part of the command sequence a replay checks: changing it needs no
 // version.
 var (
