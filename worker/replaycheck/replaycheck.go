@@ -236,7 +236,7 @@ func Check(ctx context.Context, c client.Client, o Options) (Report, error) {
 				case res.err != nil:
 					rep.Replayed++
 					rep.fail(Failure{WorkflowID: ru.exec.GetWorkflowId(), RunID: ru.exec.GetRunId(),
-						WorkflowType: ru.typ, Status: statusName(ru.status), Err: res.err, Event: res.event})
+						WorkflowType: ru.typ, Status: ru.status.String(), Err: res.err, Event: res.event})
 					if !o.KeepGoing {
 						rep.Stopped = true
 						cancel()
@@ -349,7 +349,7 @@ func namedEvent(h *historypb.History, err error) string {
 		if ev.GetEventId() != id {
 			continue
 		}
-		what := strings.TrimPrefix(ev.GetEventType().String(), "EVENT_TYPE_")
+		what := ev.GetEventType().String() // "ActivityTaskScheduled"
 		var name string
 		switch {
 		case ev.GetActivityTaskScheduledEventAttributes() != nil:
@@ -395,15 +395,6 @@ func runsQuery(queue string, types []string) string {
 		terms = append(terms, fmt.Sprintf("WorkflowType = %q", t))
 	}
 	return strings.Join(terms, " OR ")
-}
-
-func statusName(s enumspb.WorkflowExecutionStatus) string {
-	name := s.String()
-	const prefix = "WORKFLOW_EXECUTION_STATUS_"
-	if len(name) > len(prefix) {
-		name = name[len(prefix):]
-	}
-	return name
 }
 
 // progress writes "replayed N runs" every 5 s until stopped.

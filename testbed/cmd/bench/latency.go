@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,8 +87,6 @@ func (e *env) latency(ctx context.Context, res *results) error {
 	var use cpuUsage
 	use.add(cpuBefore, cpuAfter)
 	use.record(res, "latency", len(runs))
-	fmt.Fprintf(os.Stderr, "  real model latency: CPU in cores: server %.2f, worker %.2f, bench (client, modelsim, stripesim) %.2f; machine busy %.2f of %d\n",
-		use.cores("server"), use.cores("worker"), use.cores("bench"), use.cores("machine_busy"), runtime.NumCPU())
 	completions := map[string]time.Duration{}
 	for id, sp := range runs {
 		completions[id] = sp.end.Sub(sp.start)
