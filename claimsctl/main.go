@@ -10,6 +10,7 @@
 //	claimsctl reconcile [--since 24h|RFC3339] [--json]   exit 3 when anything does not match
 //	claimsctl schedule [--every 1h]   the reconciliation schedule
 //	claimsctl replay-check [--closed 100]   open and recent runs against this build's workflow code; exit 3 if one would break
+//	claimsctl reset-build BUILD_ID   after a rollback: reset the open claims that build worked on to before its first task
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
 //	claimsctl checkpoint | verify CLAIM… | verify --all | verify --bundle DIR | export CLAIM --out DIR   claim files
 //	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
@@ -26,6 +27,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/worker/replaycheck"
 )
 
 func main() {
@@ -49,6 +51,9 @@ const usage = `usage:
   claimsctl reconcile [--since 24h|RFC3339] [--until …] [--json]
                                 transfers vs the step log; exits 3 if anything is not matched
   claimsctl schedule [--every 1h]   create or update the claims-reconcile schedule (0 deletes it)
+  claimsctl reset-build BUILD_ID [--query Q] [--dry-run]
+                                after rolling a bad build back: reset every open claim run it worked on to
+                                just before its first workflow task there (docs/operations.md)
   claimsctl replay-check [--closed 100] [--query Q] [--keep-going] [--json]
                                 replay every open run and the most recently closed against this build's
                                 workflow code before it takes traffic; exit 3 naming a run that would break
@@ -137,9 +142,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if code, err = stuck(ctx, args[1:], stdout); err == nil && code != 0 {
 			return code
 		}
+	case "reset-build":
+		err = resetBuild(ctx, args[1:], stdout)
 	case "replay-check":
 		var code int
-		if code, err = replayCheck(ctx, args[1:], stdout); err == nil && code != 0 {
+		if code, err = replaycheck.Command(ctx, args[1:], stdout, dial, nil); err == nil && code != 0 {
 			return code
 		}
 	default:

@@ -306,6 +306,16 @@ func hostPort(t *testing.T, what, addr string) (string, int) {
 	return host, n
 }
 
+// Every worker replica is a version of one Worker Deployment, and the
+// first build on a namespace makes itself current.
+func TestWorkerDeploymentVersioning(t *testing.T) {
+	w := service(t, loadRepo(t), "worker")
+	assert.Equal(t, "durableclaims", env(t, w, "WORKER_DEPLOYMENT"))
+	assert.Equal(t, "if-none", env(t, w, "WORKER_PROMOTE"))
+	build, ok := w.Environment["WORKER_BUILD_ID"]
+	assert.True(t, ok && (build == nil || *build == ""), "empty by default: the image's own build ID")
+}
+
 func TestWorkerWiring(t *testing.T) {
 	p := loadRepo(t)
 	w := service(t, p, "worker")

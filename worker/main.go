@@ -3,6 +3,12 @@
 // "claims", and drains on SIGTERM or SIGINT.
 //
 //	worker [--crash-at claim-0042:7,claim-0043:6:after-effect] [--crash-state FILE]
+//	worker replay-check [--closed 100] [--query Q] [--keep-going] [--json]
+//
+// worker replay-check replays the namespace's open runs and the most
+// recently closed ones against this very binary's workflow code before it
+// takes traffic, and exits 3 naming the first run that would break
+// (docs/operations.md, "Deploying a build").
 package main
 
 import (
@@ -10,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/smtp"
@@ -39,10 +46,20 @@ import (
 	"github.com/durableclaims/durableclaims/worker/metricsprom"
 	"github.com/durableclaims/durableclaims/worker/queueheal"
 	"github.com/durableclaims/durableclaims/worker/refusals"
+	"github.com/durableclaims/durableclaims/worker/replaycheck"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
+// rehearsal holds workflow interceptors that change what a claim does: a
+// rehearsal of a deploy (testbed/rollout) compiles the worker with one
+// more file (go build -overlay) that adds one, to play a build whose
+// workflow code changed. The product build adds none.
+var rehearsal []interceptor.WorkerInterceptor
+
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "replay-check" {
+		os.Exit(replayCheck(os.Args[2:]))
+	}
 	crashAt := flag.String("crash-at", "", "kill this process with SIGKILL once at each point: CLAIM:STEP[/SUB][:before-effect|after-effect],… (SUB e.g. turn2 or turn1/lookup_policy)")
 	crashState := flag.String("crash-state", "", "file that remembers fired crash points (default: next to CLAIMS_DB)")
 	flag.Parse()
@@ -121,7 +138,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		return err
 	}
 	defer stopCheckpoints()
-	interceptors := []interceptor.WorkerInterceptor{heartbeat.New(), recorder, prometheus.Interceptor()}
+	interceptors := append(rehearsal[:len(rehearsal):len(rehearsal)], heartbeat.New(), recorder, prometheus.Interceptor())
 	if crashes != nil {
 		// Last, so innermost: it fires right around the activity itself.
 		interceptors = append(interceptors, crashes.Interceptor())
@@ -143,6 +160,14 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	if err := config.Tune(&opts); err != nil {
 		return err
 	}
+	// Every worker is a Worker Deployment Version (WORKER_DEPLOYMENT,
+	// WORKER_BUILD_ID): a new build takes claims only when it is made
+	// current or ramping (docs/operations.md, "Deploying a build").
+	deployment, err := config.WorkerDeployment()
+	if err != nil {
+		return err
+	}
+	opts.DeploymentOptions = deploymentOptions(deployment)
 	w := worker.New(c, queue, opts)
 	workflows.Register(w)
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
@@ -182,12 +207,38 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		h := &queueheal.Healer{Temporal: c, Namespace: config.Get("TEMPORAL_NAMESPACE", "default"), Store: acts.Store, Log: logger}
 		go h.Run(hctx, healEvery, 15)
 	}
-	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name())
-	if err := w.Run(worker.InterruptCh()); err != nil {
+	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name(),
+		"deployment", deployment.Name, "build_id", deployment.BuildID, "versioning", deployment.Versioning)
+	// The version exists on the server once the worker has polled: the
+	// watcher reads it from then on, and makes it current when the
+	// deployment has none (worker/deployment.go).
+	dctx, stopWatch := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() { defer close(watched); watchDeployment(dctx, c, deployment, logger) }()
+	err = w.Run(worker.InterruptCh())
+	stopWatch()
+	<-watched
+	if err != nil {
 		return err
 	}
 	logger.Info("worker drained and stopped")
 	return nil
+}
+
+// replayCheck is `worker replay-check`: this binary's workflow code, and
+// the workflow interceptors its worker runs, against the live runs.
+func replayCheck(args []string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	dial := func(ctx context.Context) (client.Client, error) {
+		return config.Dial(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
+	code, err := replaycheck.Command(ctx, args, os.Stdout, dial, rehearsal)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "worker replay-check:", err)
+		return 1
+	}
+	return code
 }
 
 // claimFiles reads a run's history for its claim file, decoding payloads

@@ -285,8 +285,22 @@ type Registry interface {
 }
 
 // Register registers every workflow of this project under its name, as
-// every worker and every replay of their histories must.
+// every worker and every replay of their histories must, each with its
+// Worker Versioning behaviour (docs/design.md, "Deploying while claims
+// wait"):
+//
+//   - ClaimWorkflow auto-upgrades: a claim waits for an adjuster for up to
+//     four days and may live thirty, far longer than any build is kept
+//     running; pinned, every build would have to serve until its last
+//     claim closed. Its next workflow task goes to the deployment's current
+//     (or ramping) build, and workflow.GetVersion carries every change to
+//     its command sequence across that move (versions.go).
+//   - ReconcileWorkflow is pinned: it runs for seconds to minutes and ends,
+//     so a run finishes on the build that started it and a new build takes
+//     the next scheduled run; the old build drains within one run.
 func Register(r Registry) {
-	r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
-	r.RegisterWorkflowWithOptions(ReconcileWorkflow, workflow.RegisterOptions{Name: ReconcileWorkflowType})
+	r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType,
+		VersioningBehavior: workflow.VersioningBehaviorAutoUpgrade})
+	r.RegisterWorkflowWithOptions(ReconcileWorkflow, workflow.RegisterOptions{Name: ReconcileWorkflowType,
+		VersioningBehavior: workflow.VersioningBehaviorPinned})
 }

@@ -34,6 +34,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -68,6 +69,9 @@ type Options struct {
 	FailureConverter converter.FailureConverter
 	// Progress, when set, gets a line now and then.
 	Progress io.Writer
+	// Interceptors are the worker's workflow interceptors: a build whose
+	// worker adds one replays with it, as it would run.
+	Interceptors []interceptor.WorkerInterceptor
 }
 
 // Failure is a run this build cannot replay.
@@ -269,7 +273,7 @@ func Check(ctx context.Context, c client.Client, o Options) (Report, error) {
 
 func newReplayer(o Options) (worker.WorkflowReplayer, error) {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
-		DataConverter: o.DataConverter, FailureConverter: o.FailureConverter})
+		DataConverter: o.DataConverter, FailureConverter: o.FailureConverter, Interceptors: o.Interceptors})
 	if err != nil {
 		return nil, err
 	}

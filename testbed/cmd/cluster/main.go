@@ -9,6 +9,7 @@
 //	TEMPORAL_API_KEY=eyJ…   (the worker's token)
 //	TEMPORAL_TLS=false      (loopback; in production the frontend takes TLS)
 //	CLAIMS_DB=postgres://claims@127.0.0.1:…/claims?sslmode=disable
+//	WORKER_DEPLOYMENT=durableclaims
 //
 // and writes the same lines to DIR/env (`set -a; . var/cluster/env`), and
 // one file per program, DIR/env.ROLE (starter, inbox, claimsctl, reader,
@@ -82,7 +83,11 @@ func run(dir, logLevel string, log *slog.Logger) error {
 			return err
 		}
 	}
-	env := envOf(temporalauth.RoleWorker)
+	// The workers' env names their Worker Deployment: the first build
+	// started on the fresh cluster makes itself current; a second one for
+	// a rehearsed rollout adds WORKER_PROMOTE=never and its own
+	// WORKER_BUILD_ID (docs/operations.md, "Deploying a build").
+	env := envOf(temporalauth.RoleWorker) + "WORKER_DEPLOYMENT=durableclaims\n"
 	if err := os.WriteFile(filepath.Join(c.Dir(), "env"), []byte(env), 0o600); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package replaycheck
 
 import (
 	"context"
@@ -10,19 +10,27 @@ import (
 	"path/filepath"
 	"time"
 
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+
 	"github.com/durableclaims/durableclaims/internal/config"
-	"github.com/durableclaims/durableclaims/worker/replaycheck"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
-// ExitWouldBreak is claimsctl replay-check's exit code when a run of the
-// namespace does not replay on this build: the deploy stops there.
+// ExitWouldBreak is replay-check's exit code when a run of the namespace
+// does not replay on this build: the deploy stops there.
 const ExitWouldBreak = 3
 
-// replayCheck replays the namespace's open runs and its most recently
-// closed ones against this build's workflow code (worker/replaycheck).
-func replayCheck(ctx context.Context, args []string, out io.Writer) (int, error) {
+// Command is `claimsctl replay-check` and `worker replay-check`: it
+// replays the namespace's open runs and its most recently closed ones
+// against this binary's workflow code, with interceptors the workflow
+// interceptors the binary's worker runs (the worker's own check replays
+// exactly what it would run), and returns the exit code: 0 every run
+// replays, ExitWouldBreak one does not; an error is never a pass.
+func Command(ctx context.Context, args []string, out io.Writer, dial func(context.Context) (client.Client, error),
+	interceptors []interceptor.WorkerInterceptor) (int, error) {
 	fs := flag.NewFlagSet("replay-check", flag.ContinueOnError)
+	fs.SetOutput(out)
 	closed := fs.Int("closed", 100, "the most recently closed runs checked beside every open one (0: none)")
 	query := fs.String("query", "", `a visibility query narrowing the runs (e.g. 'WorkflowId STARTS_WITH "claim-"')`)
 	queue := fs.String("task-queue", config.Get("CLAIMS_TASK_QUEUE", workflows.TaskQueue), "the claims' task queue: every run on it is checked, with every run of this build's workflow types")
@@ -46,14 +54,14 @@ func replayCheck(ctx context.Context, args []string, out io.Writer) (int, error)
 	if err != nil {
 		return 0, err
 	}
-	o := replaycheck.Options{TaskQueue: *queue, Closed: *closed, Query: *query, Concurrency: *concurrency, KeepGoing: *keepGoing,
-		DataConverter: dc, FailureConverter: fc}
+	o := Options{TaskQueue: *queue, Closed: *closed, Query: *query, Concurrency: *concurrency, KeepGoing: *keepGoing,
+		DataConverter: dc, FailureConverter: fc, Interceptors: interceptors}
 	if !*quiet {
 		o.Progress = os.Stderr
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), *timeout)
 	defer cancel()
-	var rep replaycheck.Report
+	var rep Report
 	var checkErr error
 	if *files != "" {
 		paths, err := filepath.Glob(filepath.Join(*files, "*.json"))
@@ -63,16 +71,16 @@ func replayCheck(ctx context.Context, args []string, out io.Writer) (int, error)
 		if len(paths) == 0 {
 			return 0, fmt.Errorf("replay-check: no *.json histories in %s", *files)
 		}
-		rep, checkErr = replaycheck.CheckFiles(paths, o)
+		rep, checkErr = CheckFiles(paths, o)
 	} else {
 		c, err := dial(ctx)
 		if err != nil {
 			return 0, err
 		}
 		defer c.Close()
-		rep, checkErr = replaycheck.Check(ctx, c, o)
+		rep, checkErr = Check(ctx, c, o)
 	}
-	if err := printReplayReport(out, rep, *files != "", *asJSON); err != nil {
+	if err := printReport(out, rep, *files != "", *asJSON); err != nil {
 		return 0, err
 	}
 	switch {
@@ -87,8 +95,8 @@ func replayCheck(ctx context.Context, args []string, out io.Writer) (int, error)
 	return 0, nil
 }
 
-// printReplayReport prints what a check found, as text or JSON.
-func printReplayReport(out io.Writer, rep replaycheck.Report, files, asJSON bool) error {
+// printReport prints what a check found, as text or JSON.
+func printReport(out io.Writer, rep Report, files, asJSON bool) error {
 	if asJSON {
 		type failure struct {
 			WorkflowID   string `json:"workflow_id"`

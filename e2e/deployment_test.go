@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// deployment reads the claims deployment's routing: its current and
+// ramping builds ("" for none).
+func (w *world) deployment() (current, ramping string) {
+	d, err := w.client.WorkerDeploymentClient().GetHandle(config.DefaultDeploymentName).
+		Describe(context.Background(), client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		return "", ""
+	}
+	if v := d.Info.RoutingConfig.CurrentVersion; v != nil {
+		current = v.BuildID
+	}
+	if v := d.Info.RoutingConfig.RampingVersion; v != nil {
+		ramping = v.BuildID
+	}
+	return current, ramping
+}
+
+// builds lists, in order, the build that completed each workflow task of
+// a claim's run, as its history records it.
+func (w *world) builds(id string) []string {
+	var out []string
+	it := w.client.GetWorkflowHistory(context.Background(), id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(w.t, err)
+		if a := e.GetWorkflowTaskCompletedEventAttributes(); a != nil {
+			out = append(out, a.GetDeploymentVersion().GetBuildId())
+		}
+	}
+	return out
+}
+
+// Every worker is a Worker Deployment Version. On a new namespace the
+// first build makes itself current; a second build started beside it
+// takes nothing until an operator makes it current with the real CLI;
+// then a claim parked under the first build is decided and paid by the
+// second (ClaimWorkflow auto-upgrades), once.
+func TestWorkerDeploymentVersions(t *testing.T) {
+	w := newWorld(t)
+	v1 := testenv.Supervise(t, append(w.env[:len(w.env):len(w.env)], "WORKER_BUILD_ID=build-1"), filepath.Join(w.bin, "worker"))
+	require.Eventually(t, func() bool { cur, _ := w.deployment(); return cur == "build-1" }, testTimeout, pollEvery,
+		"the first build never made itself current (WORKER_PROMOTE=if-none)")
+
+	w.start(w.claimFile("claim-dv-parked", "1840.00"), w.claimFile("claim-dv-auto", "640.00"))
+	require.Equal(t, workflows.StatusPaid, w.result("claim-dv-auto").Status)
+	w.waitStatus("claim-dv-parked", workflows.StatusWaiting)
+	info := w.describe("claim-dv-parked").GetWorkflowExecutionInfo().GetVersioningInfo()
+	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, info.GetBehavior(), "a claim that waits days follows the current build")
+	assert.Equal(t, "build-1", info.GetDeploymentVersion().GetBuildId())
+
+	// The second build comes up beside the first: it polls, but the
+	// deployment has a current version, so it does not take it.
+	testenv.Supervise(t, append(w.env[:len(w.env):len(w.env)], "WORKER_BUILD_ID=build-2"), filepath.Join(w.bin, "worker"))
+	require.Eventually(t, func() bool {
+		_, err := w.client.WorkerDeploymentClient().GetHandle(config.DefaultDeploymentName).
+			DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: "build-2"})
+		return err == nil
+	}, testTimeout, pollEvery, "build-2 never registered with the deployment")
+	time.Sleep(2 * time.Second) // the second build's watcher has read the routing by now
+	cur, ramp := w.deployment()
+	assert.Equal(t, "build-1", cur, "a build started beside the current one must not make itself current")
+	assert.Empty(t, ramp)
+	w.start(w.claimFile("claim-dv-during", "640.00"))
+	require.Equal(t, workflows.StatusPaid, w.result("claim-dv-during").Status)
+	for _, b := range w.builds("claim-dv-during") {
+		assert.Equal(t, "build-1", b, "a new claim runs on the current build only")
+	}
+
+	// The operator makes the second build current, with the real CLI.
+	out, err := w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
+		"--build-id", "build-2", "--yes")
+	require.NoError(t, err, out)
+	v1.Stop() // the first build can go: no claim is pinned to it
+
+	w.approve("claim-dv-parked", "adjuster-17")
+	r := w.result("claim-dv-parked")
+	require.Equal(t, workflows.StatusPaid, r.Status, "%+v", r)
+	n, total := w.transfers("claim-dv-parked")
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(184000), total)
+	b := w.builds("claim-dv-parked")
+	require.NotEmpty(t, b)
+	assert.Equal(t, "build-1", b[0], "intake ran on the first build")
+	assert.Equal(t, "build-2", b[len(b)-1], "the approved claim was paid by the second build")
+}
+
+// WORKER_VERSIONING=false runs the worker unversioned, as before Temporal
+// server 1.29: claims still run to the end.
+func TestWorkerUnversioned(t *testing.T) {
+	w := newWorld(t)
+	testenv.Supervise(t, append(w.env[:len(w.env):len(w.env)], "WORKER_VERSIONING=false"), filepath.Join(w.bin, "worker"))
+	w.start(w.claimFile("claim-uv", "640.00"))
+	require.Equal(t, workflows.StatusPaid, w.result("claim-uv").Status)
+	info := w.describe("claim-uv").GetWorkflowExecutionInfo().GetVersioningInfo()
+	assert.Empty(t, info.GetDeploymentVersion().GetBuildId())
+	cur, _ := w.deployment()
+	assert.Empty(t, cur)
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/durableclaims/durableclaims/internal/config"
+)
+
+// deploymentOptions makes the worker a Worker Deployment Version, or
+// leaves it unversioned with WORKER_VERSIONING=false. Each workflow type
+// names its own versioning behaviour where it is registered
+// (workflows.Register), so there is no default to fall back on.
+func deploymentOptions(d config.Deployment) worker.DeploymentOptions {
+	if !d.Versioning {
+		return worker.DeploymentOptions{}
+	}
+	return worker.DeploymentOptions{UseVersioning: true,
+		Version: worker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID}}
+}
+
+// role is what the deployment's routing makes of this build.
+type role struct {
+	current, ramping bool
+	percent          float32
+	currentBuild     string // the deployment's current build, "" when unversioned
+}
+
+func (r role) String() string {
+	switch {
+	case r.current:
+		return "current"
+	case r.ramping:
+		return fmt.Sprintf("ramping %g%%", r.percent)
+	case r.currentBuild == "":
+		return "inactive (the deployment has no current version)"
+	default:
+		return "inactive (current: " + r.currentBuild + ")"
+	}
+}
+
+// watchDeployment tells the operator what routing makes of this build and
+// keeps telling them when it changes: a build that is neither current nor
+// ramping gets no new claims and no auto-upgrade claim's next step. With
+// WORKER_PROMOTE=if-none, a deployment with no current version (a new
+// namespace, the first deploy with versioning on) gets this build as its
+// current version, so make demo, a fresh cluster and every test need no
+// extra command; with never, routing is the operator's alone (a rollout).
+// The conflict token makes a promotion lose cleanly to another worker's
+// or an operator's change made meanwhile. It returns when ctx ends.
+func watchDeployment(ctx context.Context, c client.Client, d config.Deployment, logger *slog.Logger) {
+	if !d.Versioning {
+		logger.Warn("WORKER_VERSIONING=false: this worker polls unversioned; a deployment's current version, if any, takes the claims instead")
+		return
+	}
+	h := c.WorkerDeploymentClient().GetHandle(d.Name)
+	log := logger.With("deployment", d.Name, "build_id", d.BuildID)
+	var last string
+	wait := time.Second
+	for {
+		r, err := promoteIfNone(ctx, h, d, log)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// The deployment appears with the first poll of its first
+			// version; until then, and while the server is away, ask again.
+			log.Debug("worker deployment not readable yet", "error", err)
+		case r.String() != last:
+			last = r.String()
+			if r.current || r.ramping {
+				log.Info("worker deployment: this build takes work", "role", last)
+			} else {
+				log.Warn("worker deployment: this build takes no new work until it is made current or ramping "+
+					"(temporal worker deployment set-current-version / set-ramping-version; docs/operations.md)", "role", last)
+			}
+			wait = 15 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// promoteIfNone reads the deployment's routing and, with WORKER_PROMOTE
+// if-none and no current version, makes this build current.
+func promoteIfNone(ctx context.Context, h client.WorkerDeploymentHandle, d config.Deployment, log *slog.Logger) (role, error) {
+	desc, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	if err != nil {
+		return role{}, err
+	}
+	r := roleOf(desc.Info.RoutingConfig, d.BuildID)
+	if r.current || r.currentBuild != "" || d.Promote != config.PromoteIfNone {
+		return r, nil
+	}
+	if desc.Info.ManagerIdentity != "" {
+		// Someone manages this deployment's routing (a controller or an
+		// operator who said so); a worker does not take it from them.
+		return r, nil
+	}
+	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
+		BuildID: d.BuildID, ConflictToken: desc.ConflictToken})
+	var pre *serviceerror.FailedPrecondition
+	if errors.As(err, &pre) {
+		// Another worker or an operator changed the routing since we
+		// read it, or the server has not yet seen this version poll.
+		return role{}, err
+	}
+	if err != nil {
+		return role{}, err
+	}
+	log.Info("worker deployment had no current version: this build is now current (WORKER_PROMOTE=if-none)")
+	return role{current: true, currentBuild: d.BuildID}, nil
+}
+
+func roleOf(rc client.WorkerDeploymentRoutingConfig, buildID string) role {
+	var r role
+	if rc.CurrentVersion != nil {
+		r.currentBuild = rc.CurrentVersion.BuildID
+		r.current = r.currentBuild == buildID
+	}
+	if rc.RampingVersion != nil && rc.RampingVersion.BuildID == buildID {
+		r.ramping, r.percent = true, rc.RampingVersionPercentage
+	}
+	return r
+}
