@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster temporal-cli temporal-server s3-server prereqs cluster clean
+.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster rollout temporal-cli temporal-server s3-server prereqs cluster clean
 
 all: build
 
@@ -81,6 +81,16 @@ soak: temporal-cli temporal-server build
 soak-cluster: temporal-cli temporal-server build
 	$(GO) build -o bin/ ./testbed/cmd/soak
 	bin/soak -cluster -workers 3 -worker bin/worker -temporal "$(TEMPORAL)" -json var/soak/cluster.json $(SOAK_FLAGS)
+
+# Rehearse a deploy on a real Temporal server on PostgreSQL, under SIGKILLs
+# (docs/operations.md, "Rehearsing a rollout"): v1 workers, v2 beside them
+# replay-checked, ramped and made current, v1 drained, a bad v3 refused by
+# the replay check, ramped anyway, rolled back and its runs reset; every
+# claim then checked as the soak checks it (about 5 minutes;
+# ROLLOUT_FLAGS="-claims 60" for the short run CI makes).
+rollout: temporal-cli temporal-server build
+	$(GO) build -o bin/ ./testbed/cmd/soak
+	bin/soak -rollout -claims 200 -workers 2 -json var/soak/rollout.json $(ROLLOUT_FLAGS)
 
 # Record one history per workflow path for the replay tests (docs/reliability.md, "Changing workflow code").
 histories: temporal-cli build

@@ -232,6 +232,12 @@ func DefaultDynamicConfig() map[string]any {
 	// soak and the benchmark check every claim through them. The dev
 	// server sets 100.
 	dc["frontend.namespaceRPS.visibility"] = 100
+	// A rehearsal cluster: a Worker Deployment Version that stopped
+	// taking new work is seen drained within seconds (the defaults, 3 min
+	// between checks and a 3 min grace for visibility to catch up, suit a
+	// production server, deploy/temporal/dynamicconfig.yaml).
+	dc["matching.wv.VersionDrainageStatusRefreshInterval"] = "5s"
+	dc["matching.wv.VersionDrainageStatusVisibilityGracePeriod"] = "10s"
 	return dc
 }
 

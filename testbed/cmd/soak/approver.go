@@ -55,6 +55,10 @@ type approver struct {
 	log     *slog.Logger
 
 	sem chan struct{} // bounds concurrent CLI processes on a 2-core machine
+	// gate, when set, says what a claim's decision waits for (nil: none):
+	// the rollout soak decides the claims parked under v1 only once v2 is
+	// current, and those parked under v2 only once v3 ramps.
+	gate func(id string) <-chan struct{}
 
 	mu   sync.Mutex
 	book map[string]*decision
@@ -139,6 +143,15 @@ func (a *approver) track(id string) *decision {
 // decide waits a random while, sends the decision, and sends it again until
 // the claim shows it decided.
 func (a *approver) decide(ctx context.Context, d *decision) {
+	if a.gate != nil {
+		if g := a.gate(d.ClaimID); g != nil {
+			select {
+			case <-g:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
 	if !sleep(ctx, time.Duration(rand.Int64N(int64(a.within)+1))) {
 		return
 	}

@@ -64,6 +64,12 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 		}
 		repeated = true
 		*step.count++
+		if v.chaos.wasReset(id) {
+			// A rollback reset the run to before the bad build's first
+			// task: the answers recorded after that point went with it.
+			v.sum.ModelRepeats.ByReset++
+			continue
+		}
 		switch cause, why := step.explain(f, n); cause {
 		case causeKill:
 			v.sum.ModelRepeats.ByKill++

@@ -57,6 +57,10 @@ type soak struct {
 	key authority.KeyFile
 
 	stopWorkersOnce sync.Once
+
+	// mu guards workers and rollout while the -rollout soak adds to them.
+	mu      sync.Mutex
+	rollout rolloutReport
 }
 
 func newSoak(o options, log *slog.Logger) *soak {
@@ -109,7 +113,11 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 	s.log.Info("soak starting", "run", s.runID, "seed", s.o.Seed, "claims", len(plan), "rate_per_s", s.o.Rate,
 		"expected", s.expected().Round(time.Second), "server", s.server.hostPort(), "stripesim", s.simURL, "dir", s.dir)
 
-	appr, st, notFinished, err := s.chaosPhase(ctx, begin, plan)
+	phase := s.chaosPhase
+	if s.o.Rollout {
+		phase = s.rolloutPhase
+	}
+	appr, st, notFinished, err := phase(ctx, begin, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +140,12 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 		stripe: activities.NewStripeClient(activities.StripeConfig{APIBase: s.simURL}), spool: filepath.Join(s.dir, "mail"), sum: sum}
 	if err := v.run(vctx); err != nil {
 		return nil, err
+	}
+	if s.o.Rollout {
+		s.checkRollout(vctx, plan, book, sum)
+		s.mu.Lock()
+		sum.Rollout = &s.rollout
+		s.mu.Unlock()
 	}
 	sum.WallSeconds = time.Since(begin).Seconds()
 	sum.Passed = len(sum.Discrepancies) == 0
@@ -407,7 +421,9 @@ func (s *soak) setUp(ctx context.Context) error {
 	if err := authority.AddKey(s.approversFile(), s.key); err != nil {
 		return err
 	}
-	s.startWorkers()
+	if !s.o.Rollout { // the rollout starts its builds' workers itself
+		s.startWorkers()
+	}
 	return nil
 }
 
@@ -447,14 +463,7 @@ func (s *soak) dial(ctx context.Context) error {
 func (s *soak) approversFile() string { return filepath.Join(s.dir, "approvers.json") }
 
 func (s *soak) startWorkers() {
-	auth, _ := s.server.auth(temporalauth.RoleWorker)
-	env := childEnv(append([]string{
-		"TEMPORAL_ADDRESS=" + s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
-		"STRIPE_API_BASE=" + s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
-		"CLAIMS_DB=" + s.claimsDB, "MAIL_SPOOL=" + filepath.Join(s.dir, "mail"),
-		"LOG_LEVEL=warn", "BLOB_URL=" + s.blobURL,
-		"APPROVERS_FILE=" + s.approversFile(),
-	}, auth...)...)
+	env := s.workerEnv()
 	for i := 1; i <= s.o.Workers; i++ {
 		w := newSupervisor(fmt.Sprintf("worker-%d", i), s.o.WorkerBin, s.dir, env, s.log)
 		s.workers = append(s.workers, w)
@@ -467,7 +476,10 @@ func (s *soak) startWorkers() {
 func (s *soak) stopWorkers() {
 	s.stopWorkersOnce.Do(func() {
 		var wg sync.WaitGroup
-		for _, w := range s.workers {
+		s.mu.Lock()
+		workers := s.workers
+		s.mu.Unlock()
+		for _, w := range workers {
 			wg.Go(func() { w.stop(25 * time.Second) })
 		}
 		wg.Wait()

@@ -73,6 +73,7 @@ type summary struct {
 		ByKill          int `json:"by_kill"`
 		ByServerRestart int `json:"by_server_restart"`
 		ByRetry         int `json:"by_local_retry"`
+		ByReset         int `json:"by_rollback_reset"`
 		Unexplained     int `json:"unexplained"`
 	} `json:"model_repeats"`
 	Decisions struct {
@@ -85,8 +86,10 @@ type summary struct {
 		Refused     int            `json:"refused"`
 		RefusedWhy  map[string]int `json:"refused_why"`
 	} `json:"decisions"`
-	Discrepancies []discrepancy `json:"discrepancies"`
-	Passed        bool          `json:"passed"`
+	// Rollout is the -rollout soak's rehearsal (rollout.go).
+	Rollout       *rolloutReport `json:"rollout,omitempty"`
+	Discrepancies []discrepancy  `json:"discrepancies"`
+	Passed        bool           `json:"passed"`
 
 	// The raw record behind the counts, for digging into a failure: every
 	// decision the approver sent and every kill (time and pid).
@@ -144,13 +147,22 @@ func (s *summary) print(w io.Writer) {
 	p("  workflow-task resumes %d timed out on a worker (%d attempts lost in all), %d moved off a dead worker's sticky queue, %d failed; %d local activity retries; %d claims resumed at least once",
 		s.Resumes.WorkflowTaskTimeouts, s.Resumes.WorkflowTaskAttemptsLost, s.Resumes.StickyQueueTimeouts, s.Resumes.WorkflowTaskFailures,
 		s.Resumes.LocalActivityRetries, s.Resumes.ClaimsResumed)
-	p("  model repeats     %d claims had a model step asked again (triage %d, assess %d): %d where a kill landed in the step, %d across the server restart, %d after a failed local attempt, %d unexplained",
+	p("  model repeats     %d claims had a model step asked again (triage %d, assess %d): %d where a kill landed in the step, %d across the server restart, %d after a failed local attempt, %d reset by a rollback, %d unexplained",
 		s.ModelRepeats.Claims, s.ModelRepeats.Triage, s.ModelRepeats.Assess, s.ModelRepeats.ByKill, s.ModelRepeats.ByServerRestart,
-		s.ModelRepeats.ByRetry, s.ModelRepeats.Unexplained)
+		s.ModelRepeats.ByRetry, s.ModelRepeats.ByReset, s.ModelRepeats.Unexplained)
 	p("  decisions         %d approve, %d reject via `temporal workflow signal`: %d signals sent, %d CLI failures retried, %d resends; claims recorded %d accepted, %d refused (%s)",
 		s.Decisions.Approve, s.Decisions.Reject, s.Decisions.Signals, s.Decisions.CLIFailures, s.Decisions.Resends, s.Decisions.Accepted, s.Decisions.Refused,
 		formatCounts(s.Decisions.RefusedWhy))
 	p("  starts            %d retried, %d found already started", s.Starts.Retries, s.Starts.AlreadyStarted)
+	if r := s.Rollout; r != nil {
+		p("  rollout           replay-check: v2 exit %d, v3 exit %d; %d claims parked under v1, %d of them approved and paid by v2 on its new path; v1 drained %.0f s after v2 became current",
+			r.ReplayV2.Exit, r.ReplayV3.Exit, r.ParkedUnderV1, r.ParkedV1PaidOnV2, r.V1DrainedSeconds)
+		p("                    v3 deployed anyway: started %d runs (%d open at the rollback), could not replay %d runs of other builds; rolled back, %d runs reset",
+			r.V3Started, r.V3StartedOpen, r.V3Unreplayable, len(r.Reset))
+		for _, st := range r.Steps {
+			p("    %s  %-24s %s", st.At.Format("15:04:05"), st.Step, st.Detail)
+		}
+	}
 	p("  discrepancies     %d", len(s.Discrepancies))
 	for _, d := range s.Discrepancies {
 		p("    - %s [%s] %s", orDash(d.Claim), d.Check, d.Detail)

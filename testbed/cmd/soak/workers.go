@@ -139,6 +139,24 @@ type chaos struct {
 	mu       sync.Mutex
 	kills    []kill
 	restarts []serverRestart
+	// reset holds the claims a rollback reset (claimsctl reset-build): the
+	// steps after the reset point ran again, the model's among them.
+	reset map[string]bool
+}
+
+func (c *chaos) addReset(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reset == nil {
+		c.reset = map[string]bool{}
+	}
+	c.reset[id] = true
+}
+
+func (c *chaos) wasReset(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reset[id]
 }
 
 // serverRestart is a window a server was down: the Temporal server
