@@ -3,8 +3,8 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,13 +68,10 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 
 	// The second build comes up beside the first: it polls, but the
 	// deployment has a current version, so it does not take it.
-	testenv.Supervise(t, append(w.env[:len(w.env):len(w.env)], "WORKER_BUILD_ID=build-2"), filepath.Join(w.bin, "worker"))
+	v2 := testenv.Supervise(t, append(w.env[:len(w.env):len(w.env)], "WORKER_BUILD_ID=build-2"), filepath.Join(w.bin, "worker"))
 	require.Eventually(t, func() bool {
-		_, err := w.client.WorkerDeploymentClient().GetHandle(config.DefaultDeploymentName).
-			DescribeVersion(context.Background(), client.WorkerDeploymentDescribeVersionOptions{BuildID: "build-2"})
-		return err == nil
-	}, testTimeout, pollEvery, "build-2 never registered with the deployment")
-	time.Sleep(2 * time.Second) // the second build's watcher has read the routing by now
+		return strings.Contains(v2.Output(), "this build takes no new work") && strings.Contains(v2.Output(), "current: build-1")
+	}, testTimeout, pollEvery, "build-2 never said it takes no work while build-1 is current")
 	cur, ramp := w.deployment()
 	assert.Equal(t, "build-1", cur, "a build started beside the current one must not make itself current")
 	assert.Empty(t, ramp)

@@ -102,9 +102,11 @@ func promoteIfNone(ctx context.Context, h client.WorkerDeploymentHandle, d confi
 	if r.current || r.currentBuild != "" || d.Promote != config.PromoteIfNone {
 		return r, nil
 	}
-	if desc.Info.ManagerIdentity != "" {
+	if desc.Info.ManagerIdentity != "" || !desc.Info.RoutingConfig.CurrentVersionChangedTime.IsZero() {
 		// Someone manages this deployment's routing (a controller or an
-		// operator who said so); a worker does not take it from them.
+		// operator who said so), or the current version was set to
+		// unversioned on purpose (a rollback to unversioned workers): a
+		// worker does not take it from them.
 		return r, nil
 	}
 	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
