@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"os"
@@ -11,10 +13,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/activities"
 )
 
 // histories are real runs recorded by `make histories`, one per path.
@@ -115,4 +122,127 @@ func TestRecordedHistoryOfADurableModelWait(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "ModelBudgetWait")
 	assert.Contains(t, string(b), "EVENT_TYPE_TIMER_FIRED")
+}
+
+// auditProbe hears, during a replay, every audit record the workflow
+// builds for step 9 (and for a dead letter's file): the input of WriteAudit.
+type auditProbe struct {
+	interceptor.WorkerInterceptorBase
+	records *[][]byte
+}
+
+func (p *auditProbe) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &auditProbeIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, records: p.records}
+}
+
+type auditProbeIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+	records *[][]byte
+}
+
+func (p *auditProbeIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return p.Next.Init(&auditProbeOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, records: p.records})
+}
+
+type auditProbeOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	records *[][]byte
+}
+
+func (p *auditProbeOut) hear(args []any) {
+	if len(args) == 1 {
+		if in, ok := args[0].(activities.AuditInput); ok {
+			*p.records = append(*p.records, in.Record)
+		}
+	}
+}
+
+func (p *auditProbeOut) ExecuteLocalActivity(ctx workflow.Context, typ string, args ...any) workflow.Future {
+	p.hear(args)
+	return p.Next.ExecuteLocalActivity(ctx, typ, args...)
+}
+
+func (p *auditProbeOut) ExecuteActivity(ctx workflow.Context, typ string, args ...any) workflow.Future {
+	p.hear(args)
+	return p.Next.ExecuteActivity(ctx, typ, args...)
+}
+
+// recorded reads what a history recorded: the claim workflow's version
+// (-1 when the run recorded none) and the SHA-256 of every audit record
+// the claims store's ledger took, in order.
+func recorded(t *testing.T, h *historypb.History) (version int, sums []string) {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	version = -1
+	audits := map[int64]bool{}
+	for _, e := range h.GetEvents() {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "WriteAudit" {
+			audits[e.GetEventId()] = true
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && audits[a.GetScheduledEventId()] {
+			var res activities.AuditResult
+			require.NoError(t, dc.FromPayloads(a.GetResult(), &res))
+			sums = append(sums, res.SHA256)
+		}
+		m := e.GetMarkerRecordedEventAttributes()
+		switch {
+		case m == nil:
+		case m.GetMarkerName() == "Version":
+			var id string
+			var v int
+			if dc.FromPayloads(m.GetDetails()["change-id"], &id) == nil && id == versionClaim {
+				require.NoError(t, dc.FromPayloads(m.GetDetails()["version"], &v))
+				version = v
+			}
+		case m.GetMarkerName() == "LocalActivity" && m.GetFailure() == nil:
+			var data struct{ ActivityType string }
+			if dc.FromPayloads(m.GetDetails()["data"], &data) == nil && data.ActivityType == "WriteAudit" {
+				var res activities.AuditResult
+				require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
+				sums = append(sums, res.SHA256)
+			}
+		}
+	}
+	return version, sums
+}
+
+// The audit record a replay rebuilds is, byte for byte, the one the run
+// wrote: its SHA-256 is the one the ledger recorded. This is what lets step
+// 9 run again in a later workflow task (the ledger refuses a different
+// record under the same key), and it holds for every run from
+// versionRecords on, whatever the code added to the record since: a field
+// added for new runs is left out of older runs' records. (Runs before
+// versionRecords audited as a regular activity, recorded once; their
+// records have since grown fields they did not have.) From
+// versionProvenance on, the builds the record names are read from the
+// history, and replay names the same.
+func TestRecordedAuditRecordsRebuildAsWritten(t *testing.T) {
+	checked := 0
+	for _, file := range histories(t) {
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		require.NoError(t, err)
+		version, want := recorded(t, h)
+		if version < versionRecords || len(want) == 0 {
+			continue
+		}
+		var got [][]byte
+		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+			Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
+		require.NoError(t, err)
+		r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+		quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		id := strings.TrimSuffix(filepath.Base(file), ".json")
+		require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
+			OriginalExecution: workflow.Execution{ID: id}}), id)
+		require.GreaterOrEqual(t, len(got), len(want), id)
+		for i, sum := range want {
+			digest := sha256.Sum256(got[i])
+			assert.Equal(t, sum, hex.EncodeToString(digest[:]), "%s: audit record %d rebuilt on replay is not the one written:\n%s", id, i, got[i])
+		}
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 190, "histories with an audit record to check")
 }
