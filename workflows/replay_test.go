@@ -3,6 +3,7 @@ package workflows
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +23,8 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claimfile"
 )
 
 // histories are real runs recorded by `make histories`, one per path.
@@ -245,4 +248,76 @@ func TestRecordedAuditRecordsRebuildAsWritten(t *testing.T) {
 		checked++
 	}
 	assert.GreaterOrEqual(t, checked, 190, "histories with an audit record to check")
+}
+
+// A recorded run from versionProvenance on, filed as step 9 files it (its
+// history, the audit record the run wrote, rebuilt here by replay, and the
+// keys of the approver directory it read), verifies: the policy version is
+// the digest of the rules intake recorded, every decision names a build
+// that completed one of the run's workflow tasks and the run's policy,
+// and every model answer the prompt version and build its step recorded.
+func TestRecordedRunsFileClaimFilesThatVerify(t *testing.T) {
+	dc := converter.GetDefaultDataConverter()
+	checked := 0
+	for _, file := range histories(t) {
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		require.NoError(t, err)
+		version, want := recorded(t, h)
+		if version < versionProvenance || len(want) == 0 {
+			continue
+		}
+		var got [][]byte
+		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+			Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
+		require.NoError(t, err)
+		r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+		quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		id := strings.TrimSuffix(filepath.Base(file), ".json")
+		require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
+			OriginalExecution: workflow.Execution{ID: id}}), id)
+		require.NotEmpty(t, got, id)
+		record := got[len(want)-1]
+
+		var rec AuditRecord
+		require.NoError(t, json.Unmarshal(record, &rec), id)
+		cf := claimfile.File{Schema: claimfile.Schema, ClaimID: id, Outcome: rec.Outcome, Record: record, RecordSHA256: want[len(want)-1]}
+		cf.FromHistory(h.GetEvents(), dc)
+		seen := map[string]bool{}
+		for _, s := range cf.Steps {
+			var dir activities.OpenApprovalResult
+			if s.Activity != "OpenApproval" || json.Unmarshal(s.Output, &dir) != nil {
+				continue
+			}
+			add := func(approver, service string, k authority.Key) {
+				jwk, err := json.Marshal(k.JWK())
+				require.NoError(t, err)
+				if !seen[k.ID] {
+					seen[k.ID] = true
+					cf.Keys = append(cf.Keys, claimfile.Key{ID: k.ID, Approver: approver, Service: service, JWK: jwk})
+				}
+			}
+			for _, ap := range dir.Approvers {
+				for _, k := range ap.Keys {
+					add(ap.ID, "", k)
+				}
+			}
+			for _, sv := range dir.Services {
+				add("", sv.Name, sv.Key)
+			}
+		}
+		assert.Empty(t, cf.Check(), id)
+		if rec.Outcome != StatusDeadLettered && rec.Outcome != StatusWithdrawn {
+			require.NotNil(t, rec.Decided, "%s: the outcome names what decided it", id)
+			assert.NotEmpty(t, rec.Decided.BuildID, id)
+		}
+		assert.NotEmpty(t, rec.PolicyVersion, id)
+		for _, m := range rec.Models {
+			assert.NotEmpty(t, m.PromptVersion, "%s: step %d turn %d", id, m.Step, m.Turn)
+		}
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 10, "recorded runs from versionProvenance on")
 }
