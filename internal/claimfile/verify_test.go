@@ -124,6 +124,7 @@ func TestTheTimelineNamesEachTasksBuild(t *testing.T) {
 		return e
 	}
 	events := []*historypb.HistoryEvent{
+		//lint:ignore SA1019 what servers without worker deployments record, as the recorded histories show
 		completed(4, &historypb.WorkflowTaskCompletedEventAttributes{WorkerVersion: &commonpb.WorkerVersionStamp{BuildId: "8b62c2a863fe"}}),
 		completed(9, &historypb.WorkflowTaskCompletedEventAttributes{DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{BuildId: "v42", DeploymentName: "claims"}}),
 		completed(14, &historypb.WorkflowTaskCompletedEventAttributes{}),
