@@ -53,6 +53,15 @@ type Activities struct {
 	Runs Runs
 	// ClaimFiles writes each closed claim's dossier (claimfile.go).
 	ClaimFiles ClaimFiles
+	// BuildID names this worker's build. Every model answer records it
+	// (ModelResult, TurnResult) beside the model and its prompt version.
+	// Set it to the build ID the worker's Temporal worker runs workflow
+	// tasks under (worker.Options.BuildID), so that an answer and the
+	// decision that rests on it (which workflow code names by
+	// workflow.GetInfo(ctx).GetCurrentBuildID) name builds the same way.
+	// Empty: unknown (unit tests); the worker sets it from its
+	// configuration in worker/main.go.
+	BuildID string
 
 	// callerFn, when set, replaces the activity's info as the caller
 	// (tests: the test activity environment names no claim's run).

@@ -43,7 +43,10 @@ type TurnResult struct {
 	Triage       *Triage      `json:"triage,omitempty"`
 	Conversation Conversation `json:"conversation"`
 	Model        string       `json:"model"`
-	Usage        Usage        `json:"usage"`
+	// PromptVersion and BuildID: as ModelResult's.
+	PromptVersion string `json:"prompt_version,omitempty"`
+	BuildID       string `json:"build_id,omitempty"`
+	Usage         Usage  `json:"usage"`
 	// Deterministic says the provider gives the same answer to the same
 	// conversation at no cost (the rules model): asking again after a crash
 	// costs nothing, so the workflow need not checkpoint before the next turn.
@@ -95,7 +98,8 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		turn.Triage = nil // tools first; the answer comes on a later turn
 	}
 	msgs = append(msgs, turn.Messages...)
-	res := TurnResult{ToolCalls: turn.ToolCalls, Triage: turn.Triage, Model: a.Model.Name(), Usage: reply.Usage, Meta: meta(ctx)}
+	res := TurnResult{ToolCalls: turn.ToolCalls, Triage: turn.Triage, Model: a.Model.Name(), PromptVersion: a.Model.PromptVersion(),
+		BuildID: a.BuildID, Usage: reply.Usage, Meta: meta(ctx)}
 	if d, ok := a.Model.(Deterministic); ok {
 		res.Deterministic = d.Deterministic()
 	}
@@ -111,7 +115,8 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		return TurnResult{}, err
 	}
 	countModelCall(ctx, res.Model, "triage", res.Usage)
-	logger(ctx).Info("model turn", "key", in.Key, "model", res.Model, "tool_calls", len(res.ToolCalls), "answered", res.Triage != nil)
+	logger(ctx).Info("model turn", "key", in.Key, "model", res.Model, "prompt_version", res.PromptVersion, "tool_calls", len(res.ToolCalls),
+		"answered", res.Triage != nil)
 	return res, nil
 }
 

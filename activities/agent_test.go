@@ -27,6 +27,7 @@ func withBlobs(t *testing.T, a *Activities) *blobs.Store {
 // the answer; every turn ledgered under its own key with its cost.
 func TestTriageTurnsAndToolsThroughTheActivities(t *testing.T) {
 	a := newActivities(t, nil)
+	a.BuildID = "build-7f3a"
 	docs := withBlobs(t, a)
 	c := sampleClaim(t)
 	ref, err := docs.Put(context.Background(), "claims/claim-0042/0-report.txt", strings.NewReader("Plumber's report: the burst pipe under the sink flooded the kitchen."))
@@ -67,6 +68,10 @@ func TestTriageTurnsAndToolsThroughTheActivities(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, price.Cost(as.Usage.TokensIn, as.Usage.TokensOut), as.Usage.CostMicros, "the assessment's cost is in its result too")
 	assert.Positive(t, as.Usage.CostMicros)
+	// Each answer names the model, its prompt version and the build that asked.
+	for i, got := range [][3]string{{t1.Model, t1.PromptVersion, t1.BuildID}, {t2.Model, t2.PromptVersion, t2.BuildID}, {as.Model, as.PromptVersion, as.BuildID}} {
+		assert.Equal(t, [3]string{"rules/v1", "rules-1", "build-7f3a"}, got, "answer %d", i+1)
+	}
 
 	calls, err := a.Store.ModelCalls(context.Background(), c.ID)
 	require.NoError(t, err)
@@ -150,4 +155,37 @@ func TestFraudFlagsAreIdempotent(t *testing.T) {
 	assert.ErrorContains(t, err, "already recorded with different content")
 	_, err = a.Store.FlagFraud(context.Background(), store.FraudFlag{Key: key, ClaimID: c.ID, Signal: "round-amount", Note: "n"})
 	require.NoError(t, err)
+}
+
+// promptedModel answers as the rules model does under instructions of its
+// own.
+type promptedModel struct{ RulesModel }
+
+func (promptedModel) Name() string          { return "prompted" }
+func (promptedModel) PromptVersion() string { return "sha256:" + strings.Repeat("ab", 32) }
+
+// The prompt version recorded is the provider's own, asked at each call,
+// and a worker that knows no build records none rather than a guess; the
+// recorded result carries both by name.
+func TestModelResultsNameThePromptVersionAndTheBuild(t *testing.T) {
+	a := newActivities(t, nil)
+	a.Model = promptedModel{}
+	c := registered(t, a, sampleClaim(t))
+	key := claim.StepKey(c.ID, claim.StepTriage)
+	turn, err := run[TurnResult](t, a, a.TriageTurn, TurnInput{Key: key.Sub("turn1"), Claim: c, Turn: 1})
+	require.NoError(t, err)
+	assert.Equal(t, "prompted", turn.Model)
+	assert.Equal(t, "sha256:"+strings.Repeat("ab", 32), turn.PromptVersion)
+	assert.Empty(t, turn.BuildID)
+
+	a.BuildID = "build-2"
+	tr, err := run[TriageResult](t, a, a.TriageClaim, TriageInput{Key: key, Claim: c})
+	require.NoError(t, err)
+	b, err := json.Marshal(tr)
+	require.NoError(t, err)
+	var recorded map[string]any
+	require.NoError(t, json.Unmarshal(b, &recorded))
+	assert.Equal(t, "prompted", recorded["model"])
+	assert.Equal(t, "sha256:"+strings.Repeat("ab", 32), recorded["prompt_version"])
+	assert.Equal(t, "build-2", recorded["build_id"])
 }

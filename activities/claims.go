@@ -42,6 +42,9 @@ type LoadClaimResult struct {
 	// AmendedBy lists who amended the claim: none of them may approve it.
 	AmendedBy []string       `json:"amended_by,omitempty"`
 	Rules     *insurer.Rules `json:"rules,omitempty"`
+	// PolicyVersion is Rules' version (insurer.Rules.Version): recorded
+	// with them, so the run names the policy it follows from its history.
+	PolicyVersion string `json:"policy_version,omitempty"`
 	// Revoked lists the input's Keys the directory no longer lists.
 	Revoked []string `json:"revoked,omitempty"`
 	// Review is what the review rules read (nil before they existed).
@@ -101,7 +104,7 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	}
 	rules := a.Rules
 	res := LoadClaimResult{Claim: rec.Claim, Status: rec.Status, Version: rec.Version, AmendedBy: rec.AmendedBy, Rules: &rules, Meta: meta(ctx),
-		Audience: approvals.Audience(c.Namespace, a.Rules.Deployment)}
+		PolicyVersion: rules.Version(), Audience: approvals.Audience(c.Namespace, a.Rules.Deployment)}
 	p, ok := a.Policies[rec.Claim.PolicyID]
 	if ok {
 		res.Policy = &p

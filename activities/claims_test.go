@@ -182,6 +182,16 @@ func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
 	assert.Equal(t, "pol-1001", loaded.Policy.ID)
 	require.NotNil(t, loaded.Rules, "the worker's policy is recorded with intake")
 	assert.Equal(t, "750", loaded.Rules.AutoApproveLimit)
+	// and its version, which is that of the policy as the result records it.
+	recorded, err := json.Marshal(loaded)
+	require.NoError(t, err)
+	var back struct {
+		Rules         json.RawMessage `json:"rules"`
+		PolicyVersion string          `json:"policy_version"`
+	}
+	require.NoError(t, json.Unmarshal(recorded, &back))
+	assert.Equal(t, insurer.VersionOfJSON(back.Rules), back.PolicyVersion)
+	assert.NotEqual(t, insurer.Defaults().Version(), back.PolicyVersion, "the worker's policy, not the defaults")
 
 	paidOut(t, a, c.ID, 184000, "tr_1")
 	close := CloseInput{Key: "claim-0042:step8", ClaimID: c.ID, Outcome: "paid", TransferID: "tr_1", PayoutMinor: 184000}

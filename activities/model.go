@@ -30,8 +30,13 @@ type TriageInput struct {
 // TranscriptInlineMax it goes to the blob store and history keeps a
 // reference, so a long prompt cannot bloat every claim's checkpoint.
 type ModelResult[T any] struct {
-	Output        T          `json:"output"`
-	Model         string     `json:"model"`
+	Output T      `json:"output"`
+	Model  string `json:"model"`
+	// PromptVersion names the instructions the model answered under
+	// (Model.PromptVersion) and BuildID the build of the worker that asked
+	// (Activities.BuildID); empty in results recorded before they were.
+	PromptVersion string     `json:"prompt_version,omitempty"`
+	BuildID       string     `json:"build_id,omitempty"`
 	Usage         Usage      `json:"usage"`
 	OutputSHA256  string     `json:"output_sha256"`
 	Transcript    string     `json:"transcript,omitempty"`
@@ -100,14 +105,15 @@ func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyK
 	if err != nil {
 		return ModelResult[T]{}, err
 	}
-	res := ModelResult[T]{Output: reply.Output, Model: a.Model.Name(), Usage: reply.Usage, Meta: meta(ctx)}
+	res := ModelResult[T]{Output: reply.Output, Model: a.Model.Name(), PromptVersion: a.Model.PromptVersion(), BuildID: a.BuildID,
+		Usage: reply.Usage, Meta: meta(ctx)}
 	if res.Transcript, res.TranscriptRef, err = a.keepTranscript(ctx, key, reply.Transcript); err != nil {
 		return ModelResult[T]{}, err
 	}
 	if res.OutputSHA256, err = a.ledgerModelCall(ctx, claimID, key, res.Model, res.Usage, res.Output); err != nil {
 		return ModelResult[T]{}, err
 	}
-	logger(ctx).Info("model answered", "key", key, "model", res.Model, "output_sha256", res.OutputSHA256[:12])
+	logger(ctx).Info("model answered", "key", key, "model", res.Model, "prompt_version", res.PromptVersion, "output_sha256", res.OutputSHA256[:12])
 	return res, nil
 }
 

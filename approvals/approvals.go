@@ -148,6 +148,12 @@ type Decision struct {
 	VouchedBy string `json:"vouched_by,omitempty"`
 	ReceiptID string `json:"jti,omitempty"`
 	Receipt   string `json:"receipt,omitempty"`
+	// BuildID is the build of the worker that processed the workflow task
+	// the decision was accepted in, and PolicyVersion the version of the
+	// insurer's policy the run follows (Gate.Stamp); empty for runs that
+	// recorded neither.
+	BuildID       string `json:"build_id,omitempty"`
+	PolicyVersion string `json:"policy_version,omitempty"`
 }
 
 // Proofs of a decision.
@@ -175,6 +181,10 @@ type Attempt struct {
 	Refusal string `json:"refusal,omitempty"`
 	// Payload is the raw payload, cut to 128 bytes, for refused attempts.
 	Payload string `json:"payload,omitempty"`
+	// BuildID and PolicyVersion: as Decision's, for the task that accepted
+	// or refused the attempt.
+	BuildID       string `json:"build_id,omitempty"`
+	PolicyVersion string `json:"policy_version,omitempty"`
 }
 
 // Policy is the declarative TTL and escalation policy of a wait:

@@ -38,6 +38,11 @@ type Gate struct {
 	// its OnChange hook (only when there is one). rev numbers the changes.
 	changed bool
 	rev     int64
+	// stamp: attempts and decisions name their build and the policy
+	// version (Stamp).
+	stamp         bool
+	policyVersion string
+	build         func(workflow.Context) string
 }
 
 // MaxRechecks bounds how often one wait reads the claim again on the
@@ -83,6 +88,30 @@ func Listen(ctx workflow.Context) (*Gate, error) {
 	return g, nil
 }
 
+// Stamp has every decision attempt from now on, accepted or refused, and
+// every decision (a policy's final outcome included) name the build of the
+// worker that processed the workflow task it was handled in, and the
+// version of the insurer's policy the run follows. build names that build;
+// nil is workflow.GetInfo(ctx).GetCurrentBuildID(), which on replay is the
+// build the history records for that task, so a replay names the same one.
+// (The test environment has no build: tests name one.) A run that never
+// calls Stamp records neither, and its records stay as they were.
+func (g *Gate) Stamp(policyVersion string, build func(workflow.Context) string) {
+	if build == nil {
+		build = func(ctx workflow.Context) string { return workflow.GetInfo(ctx).GetCurrentBuildID() }
+	}
+	g.stamp, g.policyVersion, g.build = true, policyVersion, build
+}
+
+// provenance is what Stamp has attempts and decisions name: the build and
+// the policy version (both empty without Stamp).
+func (g *Gate) provenance(ctx workflow.Context) (buildID, policyVersion string) {
+	if !g.stamp {
+		return "", ""
+	}
+	return g.build(ctx), g.policyVersion
+}
+
 // Current is the wait in progress, or the last one; nil if none began.
 func (g *Gate) Current() *Approval { return g.current }
 
@@ -105,6 +134,7 @@ func (g *Gate) receive(ctx workflow.Context, c workflow.ReceiveChannel, name str
 	c.ReceiveAsync(&raw)
 	in, shown, err := parse(raw)
 	at := Attempt{Channel: "signal", Name: name, Decision: v}
+	at.BuildID, at.PolicyVersion = g.provenance(ctx)
 	if err != nil {
 		at.At, at.Code, at.Refusal, at.Payload = workflow.Now(ctx).UTC(), CodeMalformed, trim(err.Error()), shown
 		g.record(at)
@@ -154,7 +184,9 @@ func (g *Gate) handleDecide(ctx workflow.Context, in DecideInput) (Decision, err
 	if err != nil {
 		return Decision{}, err
 	}
-	d, err := g.decide(ctx, Attempt{Channel: "update", Name: UpdateDecide, Decision: in.Decision}, v, in.Input())
+	at := Attempt{Channel: "update", Name: UpdateDecide, Decision: in.Decision}
+	at.BuildID, at.PolicyVersion = g.provenance(ctx)
+	d, err := g.decide(ctx, at, v, in.Input())
 	if err != nil {
 		return Decision{}, err
 	}
@@ -242,11 +274,12 @@ func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*D
 		workflow.GetLogger(ctx).Info("request handed on", "from", h.From, "to", h.To)
 		return &Decision{Verdict: Handoff, Approver: h.From, Role: string(c.approver.Role), Note: c.note, Channel: at.Channel,
 			Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256, HashBound: true, Proof: c.proof,
-			KeyID: c.verified.Signer.Key.ID, VouchedBy: c.verified.Signer.Service, ReceiptID: h.ReceiptID, Receipt: c.receipt}, nil
+			KeyID: c.verified.Signer.Key.ID, VouchedBy: c.verified.Signer.Service, ReceiptID: h.ReceiptID, Receipt: c.receipt,
+			BuildID: at.BuildID, PolicyVersion: at.PolicyVersion}, nil
 	}
 	d := Decision{Verdict: c.verdict, Approver: c.approver.ID, Role: string(c.approver.Role), Note: c.note, Reason: c.reason,
 		Channel: at.Channel, Stage: a.Stage, DecidedAt: now, Request: a.Request, RequestSHA256: a.RequestSHA256,
-		HashBound: c.hashBound, Proof: c.proof}
+		HashBound: c.hashBound, Proof: c.proof, BuildID: at.BuildID, PolicyVersion: at.PolicyVersion}
 	if c.verified != nil {
 		d.KeyID, d.VouchedBy, d.ReceiptID, d.Receipt = c.verified.Signer.Key.ID, c.verified.Signer.Service, c.verified.Receipt.ID, c.receipt
 		g.used[c.verified.Receipt.ID] = true

@@ -249,6 +249,7 @@ func (g *Gate) await(ctx workflow.Context, a *Approval, w Wait, pol Policy, hook
 		a.Decision = &Decision{Verdict: Approve, Approver: "policy", Channel: "policy", Stage: a.Stage,
 			Note:      "approved by the escalation policy's final outcome: nobody decided by the deadline",
 			DecidedAt: workflow.Now(ctx).UTC(), Request: a.Request, RequestSHA256: a.RequestSHA256}
+		a.Decision.BuildID, a.Decision.PolicyVersion = g.provenance(ctx)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
 	claimstory "github.com/durableclaims/durableclaims/internal/story"
+	"github.com/durableclaims/durableclaims/workflows"
 )
 
 // story is a claim run read from its event history (package story), with
@@ -121,6 +122,9 @@ func (s *story) print(out io.Writer) {
 			if d := ap.Decision; d != nil {
 				fmt.Fprintf(out, "  step 5 %-9s parked %s (%s), then %s by %s via %s%s\n", step,
 					d.DecidedAt.Sub(ap.RequestedAt).Round(time.Millisecond), d.Stage, decided(d.Verdict), d.Approver, d.Channel, proof(d))
+				if d.BuildID != "" || d.PolicyVersion != "" {
+					fmt.Fprintf(out, "         %-9s accepted on build %s under policy %s\n", "", dash(d.BuildID), dash(version(d.PolicyVersion)))
+				}
 			} else if ap.Expired {
 				fmt.Fprintf(out, "  step 5 %-9s nobody decided: escalated, then expired at %s\n", step, ap.Deadline.Format(time.RFC3339))
 			}
@@ -137,6 +141,11 @@ func (s *story) print(out io.Writer) {
 			}
 		}
 	}
+	if r != nil && r.Decided != nil {
+		fmt.Fprintf(out, "  %s\n", decidedLine(r.Decided))
+	} else if r != nil && r.PolicyVersion != "" {
+		fmt.Fprintf(out, "  policy %s\n", version(r.PolicyVersion))
+	}
 	for _, sig := range s.Signals {
 		fmt.Fprintf(out, "  signal %s\n", sig)
 	}
@@ -144,6 +153,51 @@ func (s *story) print(out io.Writer) {
 		fmt.Fprintf(out, "  %s\n", w)
 	}
 	fmt.Fprintf(out, "  model calls: %d (triage %d, assess %d)\n", s.ModelCalls["triage"]+s.ModelCalls["assess"], s.ModelCalls["triage"], s.ModelCalls["assess"])
+}
+
+// decidedLine says what decided the outcome: how, on which build, under
+// which policy, on which model answers.
+func decidedLine(d *workflows.Decided) string {
+	by := "by the rules"
+	switch d.By {
+	case workflows.DecidedByApprover:
+		by = "by an approver"
+	case workflows.DecidedByPolicy:
+		by = "by the policy's final outcome"
+	}
+	line := fmt.Sprintf("decided: %s %s, on build %s, under policy %s", decided(d.Verdict), by, dash(d.BuildID), dash(version(d.PolicyVersion)))
+	if len(d.ModelAnswers) > 0 {
+		answers := make([]string, len(d.ModelAnswers))
+		for i, a := range d.ModelAnswers {
+			answers[i] = short(a)
+		}
+		line += ", on model answers " + strings.Join(answers, ", ")
+	} else {
+		line += ", on no model answer"
+	}
+	return line
+}
+
+// answeredBy names what gave a model answer: the model, its prompt version
+// and the build of the worker that asked (each when recorded).
+func answeredBy(model, prompt, build string) string {
+	s := model
+	if prompt != "" {
+		s += ", prompt " + version(prompt)
+	}
+	if build != "" {
+		s += ", build " + build
+	}
+	return s
+}
+
+// version is a prompt or policy version as a person reads it: "sha256:"
+// and 12 hex digits, or a hand-numbered version whole.
+func version(v string) string {
+	if rest, ok := strings.CutPrefix(v, "sha256:"); ok {
+		return "sha256:" + short(rest)
+	}
+	return v
 }
 
 // proof says what proved a decision's approver.
@@ -207,12 +261,17 @@ func detail(rec *claimstory.Step, currency string) string {
 			if rec.Reread {
 				what = "claim re-read after the wait"
 			}
-			return fmt.Sprintf("%s version %d, %s %s, %s", what, o.Version, o.Claim.Amount(), o.Claim.Currency, o.Status)
+			line := fmt.Sprintf("%s version %d, %s %s, %s", what, o.Version, o.Claim.Amount(), o.Claim.Currency, o.Status)
+			if o.PolicyVersion != "" && !rec.Reread {
+				line += ", policy " + version(o.PolicyVersion)
+			}
+			return line
 		}
 	case "TriageClaim":
 		var o activities.TriageResult
 		if json.Unmarshal(rec.Output, &o) == nil {
-			return fmt.Sprintf("%s, %s severity, fraud score %d (%s, output %s)", o.Output.Category, o.Output.Severity, o.Output.FraudScore, o.Model, short(o.OutputSHA256))
+			return fmt.Sprintf("%s, %s severity, fraud score %d (%s, output %s)", o.Output.Category, o.Output.Severity, o.Output.FraudScore,
+				answeredBy(o.Model, o.PromptVersion, o.BuildID), short(o.OutputSHA256))
 		}
 	case "TriageTurn":
 		var o activities.TurnResult
@@ -223,13 +282,13 @@ func detail(rec *claimstory.Step, currency string) string {
 				if t.NeedsReview {
 					what = "needs a human: " + t.ReviewReason
 				}
-				return fmt.Sprintf("%s (%s, %s, output %s)", what, o.Model, cost, short(o.OutputSHA256))
+				return fmt.Sprintf("%s (%s, %s, output %s)", what, answeredBy(o.Model, o.PromptVersion, o.BuildID), cost, short(o.OutputSHA256))
 			}
 			names := make([]string, 0, len(o.ToolCalls))
 			for _, tc := range o.ToolCalls {
 				names = append(names, tc.Name)
 			}
-			return fmt.Sprintf("asks for %s (%s, %s)", strings.Join(names, ", "), o.Model, cost)
+			return fmt.Sprintf("asks for %s (%s, %s)", strings.Join(names, ", "), answeredBy(o.Model, o.PromptVersion, o.BuildID), cost)
 		}
 	case "CallTool":
 		var o activities.ToolResult
@@ -251,7 +310,7 @@ func detail(rec *claimstory.Step, currency string) string {
 			if o.Usage.CostMicros > 0 {
 				cost = fmt.Sprintf(", %d+%d tokens, $%.6f", o.Usage.TokensIn, o.Usage.TokensOut, float64(o.Usage.CostMicros)/1e6)
 			}
-			return fmt.Sprintf("%s (%s%s, output %s)", what, o.Model, cost, short(o.OutputSHA256))
+			return fmt.Sprintf("%s (%s%s, output %s)", what, answeredBy(o.Model, o.PromptVersion, o.BuildID), cost, short(o.OutputSHA256))
 		}
 	case "OpenApproval":
 		var o activities.OpenApprovalResult
@@ -327,6 +386,20 @@ func showFromFile(ctx context.Context, id string, asJSON bool, out io.Writer) er
 	fmt.Fprintf(out, "%s: %s (read from its claim file %s, log index %d, written %s: the run's history is gone from Temporal)\n",
 		id, f.Outcome, short(row.SHA256), row.LogIndex, f.WrittenAt.Format(time.RFC3339))
 	fmt.Fprintf(out, "  basis: %s\n", f.Basis)
+	var rec claimfile.Record
+	if json.Unmarshal(f.Record, &rec) == nil {
+		if d := rec.Decided; d != nil {
+			fmt.Fprintf(out, "  %s\n", decidedLine(&workflows.Decided{By: d.By, Verdict: approvals.Verdict(d.Verdict), BuildID: d.BuildID,
+				PolicyVersion: d.PolicyVersion, ModelAnswers: d.ModelAnswers}))
+		} else if rec.PolicyVersion != "" {
+			fmt.Fprintf(out, "  policy %s\n", version(rec.PolicyVersion))
+		}
+		for _, m := range rec.Models {
+			if m.PromptVersion != "" || m.BuildID != "" {
+				fmt.Fprintf(out, "  model    step %d turn %d: %s, output %s\n", m.Step, m.Turn, answeredBy(m.Model, m.PromptVersion, m.BuildID), short(m.OutputSHA256))
+			}
+		}
+	}
 	for _, st := range f.Steps {
 		kind := "activity"
 		if st.Local {

@@ -20,6 +20,9 @@ import (
 // activity: the answer is recorded in history and a resumed run reads it.
 type Model interface {
 	Name() string
+	// PromptVersion names what shapes the answers besides the claim and
+	// the model: the instructions, tools and schemas sent (version.go).
+	PromptVersion() string
 	// Triage classifies in one call (runs started before the agent loop).
 	Triage(ctx context.Context, c claim.Claim) (Reply[Triage], error)
 	// TriageTurn is one turn of the triage agent loop: the model asks for

@@ -182,6 +182,16 @@ func claimPrompt(c claim.Claim) string {
 	return "Claim:\n" + MarkUntrusted("claim", string(b))
 }
 
+// assessPrompt is what the assessor reads: the claim, its triage and its
+// coverage.
+func assessPrompt(r AssessRequest) string {
+	in, _ := json.Marshal(map[string]any{"triage": r.Triage, "coverage": r.Coverage})
+	return claimPrompt(r.Claim) + "\nTriage and coverage:\n" + string(in)
+}
+
+// toolPrompt is a tool's answer as the model reads it: untrusted data.
+func toolPrompt(name, content string) string { return MarkUntrusted("tool:"+name, content) }
+
 // TriageTurn asks the model for its next move: tool calls, or the triage.
 func (m *OpenAIModel) TriageTurn(ctx context.Context, req TurnRequest) (Reply[Turn], error) {
 	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(triageSystemPrompt), openai.UserMessage(claimPrompt(req.Claim))}
@@ -248,9 +258,7 @@ func (m *OpenAIModel) Triage(ctx context.Context, c claim.Claim) (Reply[Triage],
 // claim goes to a human with the covered amount proposed: it is never paid
 // on an answer we could not parse.
 func (m *OpenAIModel) Assess(ctx context.Context, r AssessRequest) (Reply[Assessment], error) {
-	in, _ := json.Marshal(map[string]any{"triage": r.Triage, "coverage": r.Coverage})
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(assessSystemPrompt),
-		openai.UserMessage(claimPrompt(r.Claim) + "\nTriage and coverage:\n" + string(in))}
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(assessSystemPrompt), openai.UserMessage(assessPrompt(r))}
 	params := openai.ChatCompletionNewParams{Model: m.cfg.Model, ResponseFormat: responseFormat("assessment", assessSchema)}
 	var usage Usage
 	var exchange []Message
@@ -294,7 +302,7 @@ func fixPrompt(problem string) string {
 func toParam(m Message) openai.ChatCompletionMessageParamUnion {
 	switch m.Role {
 	case "tool":
-		return openai.ToolMessage(MarkUntrusted("tool:"+m.Name, m.Content), m.ToolCallID)
+		return openai.ToolMessage(toolPrompt(m.Name, m.Content), m.ToolCallID)
 	case "user":
 		return openai.UserMessage(m.Content)
 	}

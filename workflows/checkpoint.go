@@ -64,6 +64,13 @@ import (
 // (local). The task that schedules the payment runs no local activity, so
 // a redrive of a failed payment repeats no model call.
 //
+// What a workflow task decides is pending too until it is recorded: a
+// person's decision or an expiry (waited, from versionDecided on) and a
+// decision of the rules (ruled, from versionProvenance on). So after a
+// rejection the claimant's e-mail runs regular, and the audit record that
+// names the decision, its time and its build, is rebuilt the same if the
+// last task runs again.
+//
 // Changing a row, or the order of costly steps, changes which commands a
 // run issues: it goes behind workflow.GetVersion like any such change.
 type how int
@@ -233,6 +240,22 @@ func (r *claimRun) waited() {
 	}
 }
 
+// ruled notes that the rules decided the outcome in the current workflow
+// task (the auto-approve limit, a rejection by coverage or assessment).
+// From versionProvenance on the decision names the build that made it:
+// this task's, which reaches history only when the task completes. So the
+// decision is pending like a person's (waited): the next costly step (the
+// claimant's e-mail after a rejection) runs in its regular form and records
+// the task before a record (the audit) names its build. Otherwise a task
+// run again by another build after a crash would name another build, and
+// the write-once audit would refuse the record. (After an auto-approval the
+// payment, a regular activity, records the task anyway.)
+func (r *claimRun) ruled() {
+	if r.provenance {
+		r.pending = "decision"
+	}
+}
+
 // The step runner: every activity of the run goes through exec, which
 // applies the plan row it names.
 
@@ -344,10 +367,14 @@ func (r *claimRun) callModel(ctx workflow.Context, p stepPlan, fn, in any, out i
 	return r.exec(ctx, p, fn, in, out)
 }
 
-// used accounts for a model answer: recorded for the audit, counted
-// against the spend cap (checked before the next call).
-func (r *claimRun) used(step claim.Step, turn int, model, sum string, u activities.Usage) {
-	use := ModelUse{Step: int(step), Turn: turn, Model: model, OutputSHA256: sum, TokensIn: u.TokensIn, TokensOut: u.TokensOut}
+// used accounts for a model answer (use names it: model, prompt version,
+// build, output hash): recorded for the audit, counted against the spend
+// cap (checked before the next call).
+func (r *claimRun) used(step claim.Step, turn int, use ModelUse, u activities.Usage) {
+	use.Step, use.Turn, use.TokensIn, use.TokensOut = int(step), turn, u.TokensIn, u.TokensOut
+	if !r.provenance { // runs before keep their records' bytes
+		use.PromptVersion, use.BuildID = "", ""
+	}
 	cost := r.price.Cost(u.TokensIn, u.TokensOut)
 	if r.agent { // runs before the loop recorded no per-call cost
 		use.CostMicros = cost

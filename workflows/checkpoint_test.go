@@ -41,7 +41,8 @@ func TestThePlanRowsHaveTheFormsTheirKindNeeds(t *testing.T) {
 // (a real model): its turns must be recorded before the next costly step.
 type costlyModel struct{ rules activities.RulesModel }
 
-func (costlyModel) Name() string { return "costly" }
+func (costlyModel) Name() string          { return "costly" }
+func (costlyModel) PromptVersion() string { return "costly-1" }
 func (m costlyModel) Triage(ctx context.Context, c claim.Claim) (activities.Reply[activities.Triage], error) {
 	return m.rules.Triage(ctx, c)
 }

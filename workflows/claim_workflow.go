@@ -93,6 +93,19 @@ type claimRun struct {
 	// budgetWaits: a model step out of capacity hands its wait back, and
 	// the run waits on a durable timer (versionBudget on, exec).
 	budgetWaits bool
+	// provenance: decisions name their build, the policy version and the
+	// model answers they rest on, and model calls their build and prompt
+	// version (versionProvenance on). policyVersion is the version intake
+	// recorded; decided what decided the outcome; triageAnswer and
+	// assessAnswer the output_sha256 of the answers a decision rests on.
+	provenance    bool
+	policyVersion string
+	decided       *Decided
+	triageAnswer  string
+	assessAnswer  string
+	// buildID, when set, names the build instead of the SDK: the test
+	// environment has none (see build).
+	buildID func(workflow.Context) string
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -163,7 +176,9 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		if err := r.callModel(ctx, plan.turn, a.TriageClaim, activities.TriageInput{Key: r.key(claim.StepTriage), Claim: r.claim}, &triage); err != nil {
 			return r.deadLetter(ctx, err)
 		}
-		r.used(claim.StepTriage, 0, triage.Model, triage.OutputSHA256, triage.Usage)
+		r.used(claim.StepTriage, 0, ModelUse{Model: triage.Model, PromptVersion: triage.PromptVersion, BuildID: triage.BuildID,
+			OutputSHA256: triage.OutputSHA256}, triage.Usage)
+		r.triageAnswer = triage.OutputSHA256
 	}
 
 	// 3–4. Coverage (pure arithmetic) and assessment (the model recommends,
@@ -173,6 +188,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 		return r.deadLetter(ctx, err)
 	}
 	if payout == 0 {
+		r.decideByRules(ctx, approvals.Reject)
 		return r.finish(ctx, StatusRejected, r.reason)
 	}
 
@@ -211,6 +227,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		r.enter(ctx, claim.StepApproval)
 		reasons := r.reviewReasons(payout, triage, assess.Output)
 		if len(reasons) == 0 {
+			r.decideByRules(ctx, approvals.Approve)
 			return payout, nil, nil
 		}
 		if round > maxApprovalRounds {
@@ -229,8 +246,10 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 			// decided: the wait read it (rechecked) and ended.
 		case appr.Decision == nil:
 			metrics.Count(ctx, metrics.ApprovalsExpired, nil)
+			r.decide(DecidedByPolicy, approvals.Reject, r.build(ctx))
 			return ended(r.finish(ctx, StatusExpired, "no decision before the escalation deadline"))
 		case appr.Decision.Verdict == approvals.Reject:
+			r.decide(DecidedByApprover, approvals.Reject, appr.Decision.BuildID)
 			return ended(r.finish(ctx, StatusRejected, "rejected by "+appr.Decision.Approver+": "+appr.Decision.Reason))
 		}
 		r.publish(ctx, StatusRunning)
@@ -264,6 +283,11 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 				payout = appr.PayoutMinor()
 				r.setPayout(payout)
 			}
+			by := DecidedByApprover
+			if appr.Expired {
+				by = DecidedByPolicy // the policy's final outcome approved it
+			}
+			r.decide(by, approvals.Approve, appr.Decision.BuildID)
 			return payout, nil, nil
 		}
 		appr.Voided = fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.version, now.Version, change)
@@ -274,6 +298,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 			return ended(r.deadLetter(ctx, err))
 		}
 		if payout == 0 {
+			r.decideByRules(ctx, approvals.Reject)
 			return ended(r.finish(ctx, StatusRejected, r.reason))
 		}
 	}
@@ -297,6 +322,10 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	r.deadLetterFile = version >= versionDeadLetterFile
 	r.queue = version >= versionQueue
 	r.budgetWaits = version >= versionBudget
+	if r.provenance = version >= versionProvenance; r.provenance {
+		r.policyVersion = loaded.PolicyVersion
+		r.gate.Stamp(r.policyVersion, r.buildID)
+	}
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
 	}
@@ -338,6 +367,7 @@ func (r *claimRun) reread(ctx workflow.Context, appr *approvals.Approval) (activ
 // the reason in the status.
 func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResult, triage activities.Triage, key claim.IdempotencyKey) (int64, activities.AssessResult, error) {
 	var res activities.AssessResult
+	r.assessAnswer = ""
 	r.enter(ctx, claim.StepCoverage)
 	r.coverage = claim.Cover(loaded.Policy, r.claim, triage.Category)
 	if !r.coverage.Covered {
@@ -359,7 +389,9 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		if err := r.callModel(ctx, plan.model, a.AssessClaim, in, &res); err != nil {
 			return 0, res, err
 		}
-		r.used(claim.StepAssess, 0, res.Model, res.OutputSHA256, res.Usage)
+		r.used(claim.StepAssess, 0, ModelUse{Model: res.Model, PromptVersion: res.PromptVersion, BuildID: res.BuildID,
+			OutputSHA256: res.OutputSHA256}, res.Usage)
+		r.assessAnswer = res.OutputSHA256
 	}
 	payout := min(max(res.Output.RecommendedMinor, 0), r.coverage.CoveredMinor)
 	r.setPayout(payout)
@@ -512,7 +544,8 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		// ClosedAt comes from step 8's recorded result, not workflow.Now: if
 		// this step runs again in a later workflow task, its record must be
 		// byte for byte the one it may already have written.
-		ClaimVersion: r.version, NotificationID: r.notice.MessageID, ClosedAt: closed.ClosedAt})
+		ClaimVersion: r.version, NotificationID: r.notice.MessageID, ClosedAt: closed.ClosedAt,
+		PolicyVersion: r.policyVersion, Decided: r.decided})
 	if err != nil {
 		return ClaimResult{}, err
 	}
@@ -596,7 +629,7 @@ func (r *claimRun) fileDeadLetter(ctx workflow.Context) {
 	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: StatusDeadLettered, Reason: r.reason,
 		PayoutMinor: r.payoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
 		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
-		ClaimVersion: r.version, NotificationID: r.notice.MessageID})
+		ClaimVersion: r.version, NotificationID: r.notice.MessageID, PolicyVersion: r.policyVersion, Decided: r.decided})
 	if err != nil {
 		return
 	}
@@ -625,6 +658,39 @@ func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *a
 			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
 		}, &res)
 	}
+}
+
+// decide records what decided the outcome (from versionProvenance on): how
+// (Decided.By), the verdict, the build that decided, the policy version and
+// the model answers it rests on.
+func (r *claimRun) decide(by string, v approvals.Verdict, build string) {
+	if !r.provenance {
+		return
+	}
+	var answers []string
+	for _, sum := range []string{r.triageAnswer, r.assessAnswer} {
+		if sum != "" {
+			answers = append(answers, sum)
+		}
+	}
+	r.decided = &Decided{By: by, Verdict: v, BuildID: build, PolicyVersion: r.policyVersion, ModelAnswers: answers}
+}
+
+// decideByRules is a decision of the rules, made in this workflow task by
+// this build: pending until recorded (ruled, checkpoint.go).
+func (r *claimRun) decideByRules(ctx workflow.Context, v approvals.Verdict) {
+	r.decide(DecidedByRules, v, r.build(ctx))
+	r.ruled()
+}
+
+// build names the build of the worker running the current workflow task:
+// on replay, the build the history records for the task, so a replay names
+// the build the run named.
+func (r *claimRun) build(ctx workflow.Context) string {
+	if r.buildID != nil {
+		return r.buildID(ctx)
+	}
+	return workflow.GetInfo(ctx).GetCurrentBuildID()
 }
 
 func (r *claimRun) key(step claim.Step) claim.IdempotencyKey {

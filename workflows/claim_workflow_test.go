@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
@@ -91,6 +93,9 @@ func (c *calls) add(name string, key claim.IdempotencyKey) {
 	c.keys[name] = append(c.keys[name], key)
 }
 
+// activityBuild is the build the mocked model activities say asked.
+const activityBuild = "activity-build-1"
+
 // one is the Meta of an activity that succeeded at its first attempt.
 var one = activities.Meta{Attempt: 1}
 
@@ -117,6 +122,7 @@ func (s *ClaimSuite) SetupSuite() {
 func (s *ClaimSuite) SetupTest() {
 	s.env = s.NewTestWorkflowEnvironment()
 	s.env.RegisterWorkflow(ClaimWorkflow)
+	s.env.RegisterWorkflowWithOptions(onTwoBuilds, workflow.RegisterOptions{Name: "ClaimWorkflowOnTwoBuilds"})
 	s.calls = &calls{keys: map[string][]claim.IdempotencyKey{}}
 	c := s.calls
 	rules := activities.RulesModel{}
@@ -143,7 +149,7 @@ func (s *ClaimSuite) SetupTest() {
 			if c.rules != nil {
 				rules = *c.rules
 			}
-			res.Rules = &rules
+			res.Rules, res.PolicyVersion = &rules, rules.Version()
 			res.Review = c.review
 			return res, nil
 		})
@@ -155,7 +161,8 @@ func (s *ClaimSuite) SetupTest() {
 			if c.tokens > 0 {
 				u.TokensIn = c.tokens
 			}
-			return activities.TriageResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "t", Meta: one}, err
+			return activities.TriageResult{Output: out, Model: rules.Name(), PromptVersion: rules.PromptVersion(), BuildID: activityBuild,
+				Usage: u, OutputSHA256: "triage-sha", Meta: one}, err
 		})
 	env.OnActivity(a.TriageTurn, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
@@ -179,8 +186,9 @@ func (s *ClaimSuite) SetupTest() {
 				u.TokensIn = c.tokens
 			}
 			_, det := model.(activities.Deterministic)
-			return activities.TurnResult{ToolCalls: r.Output.ToolCalls, Triage: r.Output.Triage, Model: model.Name(), Usage: u, Deterministic: det,
-				Conversation: activities.Conversation{Messages: append(msgs, r.Output.Messages...)}, OutputSHA256: "t", Meta: one}, err
+			return activities.TurnResult{ToolCalls: r.Output.ToolCalls, Triage: r.Output.Triage, Model: model.Name(), PromptVersion: model.PromptVersion(),
+				BuildID: activityBuild, Usage: u, Deterministic: det, Conversation: activities.Conversation{Messages: append(msgs, r.Output.Messages...)},
+				OutputSHA256: fmt.Sprintf("turn%d-sha", in.Turn), Meta: one}, err
 		})
 	env.OnActivity(a.CallTool, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ToolInput) (activities.ToolResult, error) {
@@ -202,7 +210,8 @@ func (s *ClaimSuite) SetupTest() {
 			}
 			r, err := rules.Assess(ctx, in.AssessRequest)
 			out, u := r.Output, r.Usage
-			return activities.AssessResult{Output: out, Model: rules.Name(), Usage: u, OutputSHA256: "a", Meta: one}, err
+			return activities.AssessResult{Output: out, Model: rules.Name(), PromptVersion: rules.PromptVersion(), BuildID: activityBuild,
+				Usage: u, OutputSHA256: "assess-sha", Meta: one}, err
 		})
 	env.OnActivity(a.PayClaimant, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.PayInput) (activities.PayResult, error) {

@@ -210,7 +210,40 @@ type Status struct {
 	ModelCalls []ModelUse `json:"model_calls,omitempty"`
 	// ToolCalls counts the triage agent's tool calls.
 	ToolCalls int `json:"tool_calls,omitempty"`
+	// PolicyVersion is the version of the insurer's policy the run follows,
+	// as intake recorded it; Decided what decided the outcome, once it is
+	// decided. Both from versionProvenance on.
+	PolicyVersion string   `json:"policy_version,omitempty"`
+	Decided       *Decided `json:"decided,omitempty"`
 }
+
+// Decided says what decided a claim's outcome, and on what: the build of
+// the worker that decided (the build the run's history records for the
+// workflow task that decided), the version of the insurer's policy the run
+// follows, and the model answers the decision rests on.
+type Decided struct {
+	// By is "rules" (within the auto-approve limit with no review reason,
+	// or rejected by the coverage or the assessment), "approver" (a person:
+	// the approvals say who, with the receipt) or "policy" (nobody decided
+	// by the deadline: the policy's final outcome).
+	By      string            `json:"by"`
+	Verdict approvals.Verdict `json:"verdict"`
+	// BuildID is the decision's build: for a person's decision the build
+	// that accepted it (the decision's build_id).
+	BuildID       string `json:"build_id,omitempty"`
+	PolicyVersion string `json:"policy_version,omitempty"`
+	// ModelAnswers are the output_sha256 of the model answers the decision
+	// rests on, as model_calls lists them: the triage's answer and the
+	// assessment (none when a cap or the coverage left the model out).
+	ModelAnswers []string `json:"model_answers,omitempty"`
+}
+
+// How a decision was made (Decided.By).
+const (
+	DecidedByRules    = "rules"
+	DecidedByApprover = "approver"
+	DecidedByPolicy   = "policy"
+)
 
 // ClaimResult is how a claim ended.
 type ClaimResult struct {
@@ -233,6 +266,9 @@ type ClaimResult struct {
 	// DeadLetter says where a dead-lettered run stopped and which side
 	// effects may or may not have happened.
 	DeadLetter *DeadLetter `json:"dead_letter,omitempty"`
+	// PolicyVersion and Decided: as Status's.
+	PolicyVersion string   `json:"policy_version,omitempty"`
+	Decided       *Decided `json:"decided,omitempty"`
 }
 
 // DeadLetter describes a run that stopped because a step exhausted its
@@ -263,17 +299,25 @@ type AuditRecord struct {
 	ClaimVersion    int64                 `json:"claim_version"`
 	NotificationID  string                `json:"notification_id,omitempty"`
 	ClosedAt        time.Time             `json:"closed_at"`
+	// PolicyVersion and Decided: as Status's (runs from versionProvenance
+	// on; records of runs before keep their bytes).
+	PolicyVersion string   `json:"policy_version,omitempty"`
+	Decided       *Decided `json:"decided,omitempty"`
 }
 
 // ModelUse identifies a model answer without repeating it.
 type ModelUse struct {
 	Step int `json:"step"`
 	// Turn numbers the calls of step 2's agent loop.
-	Turn         int    `json:"turn,omitempty"`
-	Model        string `json:"model"`
-	OutputSHA256 string `json:"output_sha256"`
-	TokensIn     int64  `json:"tokens_in"`
-	TokensOut    int64  `json:"tokens_out"`
+	Turn  int    `json:"turn,omitempty"`
+	Model string `json:"model"`
+	// PromptVersion names what the model answered under and BuildID the
+	// build of the worker that asked (from versionProvenance on).
+	PromptVersion string `json:"prompt_version,omitempty"`
+	BuildID       string `json:"build_id,omitempty"`
+	OutputSHA256  string `json:"output_sha256"`
+	TokensIn      int64  `json:"tokens_in"`
+	TokensOut     int64  `json:"tokens_out"`
 	// CostMicros is the estimated cost of the call in millionths of a dollar.
 	CostMicros int64 `json:"cost_micros,omitempty"`
 }

@@ -46,7 +46,7 @@ func (r *claimRun) snapshot() Status {
 	s := Status{ClaimID: c.ID, Step: int(r.step), StepName: r.stepName(), State: r.state, Amount: c.Amount(), AmountMinor: c.AmountMinor,
 		Currency: c.Currency, PayoutMinor: r.payoutMinor, TransferID: r.pay.TransferID, Reason: r.reason, Version: r.version,
 		StepsExecuted: r.stepsExecuted, ModelSpendMicros: r.spendMicros, TokensIn: r.tokensIn, TokensOut: r.tokensOut,
-		ModelCalls: r.models, ToolCalls: r.toolCalls,
+		ModelCalls: r.models, ToolCalls: r.toolCalls, PolicyVersion: r.policyVersion, Decided: r.decided,
 		Approval: r.gate.Current(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped()}
 	if r.payoutKnown {
 		s.Payout = claim.FormatAmount(r.payoutMinor, c.Currency)
@@ -63,7 +63,7 @@ func (r *claimRun) result() ClaimResult {
 	return ClaimResult{ClaimID: s.ClaimID, Status: s.State, Reason: s.Reason, PayoutMinor: s.PayoutMinor, Payout: s.Payout,
 		Currency: s.Currency, TransferID: s.TransferID, PaymentReplayed: r.pay.Replayed,
 		Approval: s.Approval, Approvals: r.gate.All(), Attempts: s.Attempts, AttemptsDropped: s.AttemptsDropped,
-		StepsExecuted: s.StepsExecuted, ModelSpendMicros: s.ModelSpendMicros}
+		StepsExecuted: s.StepsExecuted, ModelSpendMicros: s.ModelSpendMicros, PolicyVersion: s.PolicyVersion, Decided: s.Decided}
 }
 
 // setClaim takes the claim as the system of record holds it.

@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -11,10 +14,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/claimfile"
 )
 
 // histories are real runs recorded by `make histories`, one per path.
@@ -115,4 +125,199 @@ func TestRecordedHistoryOfADurableModelWait(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "ModelBudgetWait")
 	assert.Contains(t, string(b), "EVENT_TYPE_TIMER_FIRED")
+}
+
+// auditProbe hears, during a replay, every audit record the workflow
+// builds for step 9 (and for a dead letter's file): the input of WriteAudit.
+type auditProbe struct {
+	interceptor.WorkerInterceptorBase
+	records *[][]byte
+}
+
+func (p *auditProbe) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &auditProbeIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, records: p.records}
+}
+
+type auditProbeIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+	records *[][]byte
+}
+
+func (p *auditProbeIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return p.Next.Init(&auditProbeOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, records: p.records})
+}
+
+type auditProbeOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	records *[][]byte
+}
+
+func (p *auditProbeOut) hear(args []any) {
+	if len(args) == 1 {
+		if in, ok := args[0].(activities.AuditInput); ok {
+			*p.records = append(*p.records, in.Record)
+		}
+	}
+}
+
+func (p *auditProbeOut) ExecuteLocalActivity(ctx workflow.Context, typ string, args ...any) workflow.Future {
+	p.hear(args)
+	return p.Next.ExecuteLocalActivity(ctx, typ, args...)
+}
+
+func (p *auditProbeOut) ExecuteActivity(ctx workflow.Context, typ string, args ...any) workflow.Future {
+	p.hear(args)
+	return p.Next.ExecuteActivity(ctx, typ, args...)
+}
+
+// recorded reads what a history recorded: the claim workflow's version
+// (-1 when the run recorded none) and the SHA-256 of every audit record
+// the claims store's ledger took, in order.
+func recorded(t *testing.T, h *historypb.History) (version int, sums []string) {
+	t.Helper()
+	dc := converter.GetDefaultDataConverter()
+	version = -1
+	audits := map[int64]bool{}
+	for _, e := range h.GetEvents() {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "WriteAudit" {
+			audits[e.GetEventId()] = true
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && audits[a.GetScheduledEventId()] {
+			var res activities.AuditResult
+			require.NoError(t, dc.FromPayloads(a.GetResult(), &res))
+			sums = append(sums, res.SHA256)
+		}
+		m := e.GetMarkerRecordedEventAttributes()
+		switch {
+		case m == nil:
+		case m.GetMarkerName() == "Version":
+			var id string
+			var v int
+			if dc.FromPayloads(m.GetDetails()["change-id"], &id) == nil && id == versionClaim {
+				require.NoError(t, dc.FromPayloads(m.GetDetails()["version"], &v))
+				version = v
+			}
+		case m.GetMarkerName() == "LocalActivity" && m.GetFailure() == nil:
+			var data struct{ ActivityType string }
+			if dc.FromPayloads(m.GetDetails()["data"], &data) == nil && data.ActivityType == "WriteAudit" {
+				var res activities.AuditResult
+				require.NoError(t, dc.FromPayloads(m.GetDetails()["result"], &res))
+				sums = append(sums, res.SHA256)
+			}
+		}
+	}
+	return version, sums
+}
+
+// The audit record a replay rebuilds is, byte for byte, the one the run
+// wrote: its SHA-256 is the one the ledger recorded. This is what lets step
+// 9 run again in a later workflow task (the ledger refuses a different
+// record under the same key), and it holds for every run from
+// versionRecords on, whatever the code added to the record since: a field
+// added for new runs is left out of older runs' records. (Runs before
+// versionRecords audited as a regular activity, recorded once; their
+// records have since grown fields they did not have.) From
+// versionProvenance on, the builds the record names are read from the
+// history, and replay names the same.
+func TestRecordedAuditRecordsRebuildAsWritten(t *testing.T) {
+	checked := 0
+	for _, file := range histories(t) {
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		require.NoError(t, err)
+		version, want := recorded(t, h)
+		if version < versionRecords || len(want) == 0 {
+			continue
+		}
+		var got [][]byte
+		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+			Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
+		require.NoError(t, err)
+		r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+		quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		id := strings.TrimSuffix(filepath.Base(file), ".json")
+		require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
+			OriginalExecution: workflow.Execution{ID: id}}), id)
+		require.GreaterOrEqual(t, len(got), len(want), id)
+		for i, sum := range want {
+			digest := sha256.Sum256(got[i])
+			assert.Equal(t, sum, hex.EncodeToString(digest[:]), "%s: audit record %d rebuilt on replay is not the one written:\n%s", id, i, got[i])
+		}
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 190, "histories with an audit record to check")
+}
+
+// A recorded run from versionProvenance on, filed as step 9 files it (its
+// history, the audit record the run wrote, rebuilt here by replay, and the
+// keys of the approver directory it read), verifies: the policy version is
+// the digest of the rules intake recorded, every decision names a build
+// that completed one of the run's workflow tasks and the run's policy,
+// and every model answer the prompt version and build its step recorded.
+func TestRecordedRunsFileClaimFilesThatVerify(t *testing.T) {
+	dc := converter.GetDefaultDataConverter()
+	checked := 0
+	for _, file := range histories(t) {
+		f, err := os.Open(file)
+		require.NoError(t, err)
+		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+		f.Close()
+		require.NoError(t, err)
+		version, want := recorded(t, h)
+		if version < versionProvenance || len(want) == 0 {
+			continue
+		}
+		var got [][]byte
+		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+			Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
+		require.NoError(t, err)
+		r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+		quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+		id := strings.TrimSuffix(filepath.Base(file), ".json")
+		require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
+			OriginalExecution: workflow.Execution{ID: id}}), id)
+		require.NotEmpty(t, got, id)
+		record := got[len(want)-1]
+
+		var rec AuditRecord
+		require.NoError(t, json.Unmarshal(record, &rec), id)
+		cf := claimfile.File{Schema: claimfile.Schema, ClaimID: id, Outcome: rec.Outcome, Record: record, RecordSHA256: want[len(want)-1]}
+		cf.FromHistory(h.GetEvents(), dc)
+		seen := map[string]bool{}
+		for _, s := range cf.Steps {
+			var dir activities.OpenApprovalResult
+			if s.Activity != "OpenApproval" || json.Unmarshal(s.Output, &dir) != nil {
+				continue
+			}
+			add := func(approver, service string, k authority.Key) {
+				jwk, err := json.Marshal(k.JWK())
+				require.NoError(t, err)
+				if !seen[k.ID] {
+					seen[k.ID] = true
+					cf.Keys = append(cf.Keys, claimfile.Key{ID: k.ID, Approver: approver, Service: service, JWK: jwk})
+				}
+			}
+			for _, ap := range dir.Approvers {
+				for _, k := range ap.Keys {
+					add(ap.ID, "", k)
+				}
+			}
+			for _, sv := range dir.Services {
+				add("", sv.Name, sv.Key)
+			}
+		}
+		assert.Empty(t, cf.Check(), id)
+		if rec.Outcome != StatusDeadLettered && rec.Outcome != StatusWithdrawn {
+			require.NotNil(t, rec.Decided, "%s: the outcome names what decided it", id)
+			assert.NotEmpty(t, rec.Decided.BuildID, id)
+		}
+		assert.NotEmpty(t, rec.PolicyVersion, id)
+		for _, m := range rec.Models {
+			assert.NotEmpty(t, m.PromptVersion, "%s: step %d turn %d", id, m.Step, m.Turn)
+		}
+		checked++
+	}
+	assert.GreaterOrEqual(t, checked, 10, "recorded runs from versionProvenance on")
 }

@@ -42,10 +42,12 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 		if err := r.exec(ctx, plan.turn, a.TriageTurn, in, &res); err != nil {
 			return activities.Triage{}, err
 		}
-		r.used(claim.StepTriage, turn, res.Model, res.OutputSHA256, res.Usage)
+		r.used(claim.StepTriage, turn, ModelUse{Model: res.Model, PromptVersion: res.PromptVersion, BuildID: res.BuildID,
+			OutputSHA256: res.OutputSHA256}, res.Usage)
 		tokens += res.Usage.TokensIn + res.Usage.TokensOut
 		conv = res.Conversation
 		if res.Triage != nil {
+			r.triageAnswer = res.OutputSHA256
 			return toHuman(ctx, "model", *res.Triage), nil
 		}
 		if len(res.ToolCalls) == 0 {

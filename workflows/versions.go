@@ -42,6 +42,17 @@ package workflows
 //	                run waits on a durable timer and runs the step again,
 //	                the wait counted against neither the step's retries nor
 //	                the step cap (checkpoint.go, exec)
+//	versionProvenance every decision names what made it: the build that
+//	                decided (the build history records for the workflow task),
+//	                the policy version intake recorded and the model answers
+//	                it rests on (Decided; decisions and attempts through
+//	                approvals.Gate.Stamp), and model_calls name each answer's
+//	                build and prompt version. A decision the rules make (the
+//	                auto-approve limit, a rejection by coverage or assessment)
+//	                is pending like a person's (versionDecided): after a
+//	                rejection by the rules the claimant's e-mail runs as a
+//	                regular activity and records the task that decided before
+//	                the audit record names its build
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -61,7 +72,8 @@ const (
 	versionDeadLetterFile = 8
 	versionQueue          = 9
 	versionBudget         = 10
+	versionProvenance     = 11
 
 	// versionLatest is what new runs record.
-	versionLatest = versionBudget
+	versionLatest = versionProvenance
 )

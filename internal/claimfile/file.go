@@ -94,6 +94,10 @@ type Event struct {
 	At     time.Time `json:"at"`
 	Type   string    `json:"type"`
 	Detail string    `json:"detail,omitempty"`
+	// BuildID is, for a completed workflow task, the build of the worker
+	// that completed it, as the server recorded it: the builds a record's
+	// decisions may name.
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // Key is a public key that signed a receipt in the record, as a JWK, and
@@ -220,6 +224,8 @@ func (f *File) FromHistory(events []*historypb.HistoryEvent, dc converter.DataCo
 		case enumspb.EVENT_TYPE_TIMER_STARTED:
 			a := e.GetTimerStartedEventAttributes()
 			ev.Detail = "timer " + a.GetTimerId() + " for " + a.GetStartToFireTimeout().AsDuration().String()
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			ev.BuildID = taskBuildID(e.GetWorkflowTaskCompletedEventAttributes())
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 			ev.Detail = "a worker died with the task; another ran it again from history"
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
@@ -227,4 +233,19 @@ func (f *File) FromHistory(events []*historypb.HistoryEvent, dc converter.DataCo
 		}
 		f.Timeline = append(f.Timeline, ev)
 	}
+}
+
+// taskBuildID is the build that completed a workflow task, read as the SDK
+// reads it for workflow.GetInfo(ctx).GetCurrentBuildID() on replay: the
+// deployment version's, else the worker version stamp's.
+func taskBuildID(a *historypb.WorkflowTaskCompletedEventAttributes) string {
+	if id := a.GetDeploymentVersion().GetBuildId(); id != "" {
+		return id
+	}
+	//lint:ignore SA1019 the SDK reads the deprecated fields too
+	if _, id, ok := strings.Cut(a.GetWorkerDeploymentVersion(), "."); ok && id != "" {
+		return id
+	}
+	//lint:ignore SA1019 the SDK reads the deprecated fields too
+	return a.GetWorkerVersion().GetBuildId()
 }

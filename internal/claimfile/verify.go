@@ -31,6 +31,32 @@ type Record struct {
 	Coverage    claim.Coverage        `json:"coverage"`
 	Approvals   []*approvals.Approval `json:"approvals,omitempty"`
 	ClosedAt    time.Time             `json:"closed_at"`
+	// What made the decisions (runs from the claim workflow's
+	// versionProvenance on; absent before): the policy version, each model
+	// answer's prompt version and build, and what decided the outcome.
+	PolicyVersion string     `json:"policy_version,omitempty"`
+	Models        []ModelUse `json:"models,omitempty"`
+	Decided       *Decided   `json:"decided,omitempty"`
+}
+
+// ModelUse is a model answer as the record names it (workflows.ModelUse).
+type ModelUse struct {
+	Step          int    `json:"step"`
+	Turn          int    `json:"turn,omitempty"`
+	Model         string `json:"model"`
+	PromptVersion string `json:"prompt_version,omitempty"`
+	BuildID       string `json:"build_id,omitempty"`
+	OutputSHA256  string `json:"output_sha256"`
+}
+
+// Decided is what decided the outcome, as the record names it
+// (workflows.Decided).
+type Decided struct {
+	By            string   `json:"by"`
+	Verdict       string   `json:"verdict"`
+	BuildID       string   `json:"build_id,omitempty"`
+	PolicyVersion string   `json:"policy_version,omitempty"`
+	ModelAnswers  []string `json:"model_answers,omitempty"`
 }
 
 // Bundle is what an auditor receives for one claim (claimsctl export).
@@ -143,7 +169,101 @@ func (f File) Check() Problems {
 		}
 	}
 	ps = append(ps, f.checkPayment(rec, approvedBy)...)
+	ps = append(ps, f.checkProvenance(rec)...)
 	return ps
+}
+
+// checkProvenance holds what the record says made its decisions to the
+// history beside it: the policy version is the digest of the policy intake
+// recorded; every decision follows that policy; a decision's build is one
+// that completed a workflow task of the run (the timeline's); each model
+// answer's model, prompt version and build are those its step recorded; and
+// the outcome rests on answers the record lists. Records from before
+// provenance was recorded name none of it, and are not held to it.
+func (f File) checkProvenance(rec Record) Problems {
+	var ps Problems
+	if rec.PolicyVersion != "" {
+		var in struct {
+			Rules         json.RawMessage `json:"rules"`
+			PolicyVersion string          `json:"policy_version"`
+		}
+		for _, s := range f.Steps {
+			if s.Activity == "LoadClaim" && s.Outcome == "completed" {
+				_ = json.Unmarshal(s.Output, &in)
+				break
+			}
+		}
+		switch got := insurer.VersionOfJSON(in.Rules); {
+		case len(in.Rules) == 0:
+			ps.add("steps LoadClaim", "intake recorded no rules, the record names policy %s", shortVersion(rec.PolicyVersion))
+		case got != rec.PolicyVersion:
+			ps.add("record policy_version", "is %s, the rules intake recorded digest to %s", shortVersion(rec.PolicyVersion), shortVersion(got))
+		case in.PolicyVersion != "" && in.PolicyVersion != got:
+			ps.add("steps LoadClaim", "records policy_version %s for rules that digest to %s", shortVersion(in.PolicyVersion), shortVersion(got))
+		}
+	}
+	builds := map[string]bool{}
+	for _, e := range f.Timeline {
+		if e.BuildID != "" {
+			builds[e.BuildID] = true
+		}
+	}
+	// A dead letter's file may be written in the very task that decided
+	// (a cap that stops the payment): its build is not in the timeline yet.
+	checkBuilds := len(builds) > 0 && rec.Outcome != "dead-lettered"
+	decision := func(where, build, policy string) {
+		if policy != "" && rec.PolicyVersion != "" && policy != rec.PolicyVersion {
+			ps.add(where, "follows policy %s, the run follows %s", shortVersion(policy), shortVersion(rec.PolicyVersion))
+		}
+		if checkBuilds && build != "" && !builds[build] {
+			ps.add(where, "names build %s, which completed no workflow task of the run", build)
+		}
+	}
+	for i, a := range rec.Approvals {
+		for _, v := range a.Votes {
+			decision(fmt.Sprintf("record approvals[%d] vote by %s", i, v.Approver), v.BuildID, v.PolicyVersion)
+		}
+		if d := a.Decision; d != nil {
+			decision(fmt.Sprintf("record approvals[%d] %s by %s", i, d.Verdict, d.Approver), d.BuildID, d.PolicyVersion)
+		}
+	}
+	answers := map[string]bool{}
+	recorded := f.modelSteps()
+	for _, m := range rec.Models {
+		answers[m.OutputSHA256] = true
+		if m.PromptVersion == "" && m.BuildID == "" {
+			continue
+		}
+		got, ok := recorded[m.OutputSHA256]
+		if ok && (got.Model != m.Model || got.PromptVersion != m.PromptVersion || got.BuildID != m.BuildID) {
+			ps.add(fmt.Sprintf("record models step %d turn %d", m.Step, m.Turn), "names %s, prompt %s, build %s; the step recorded %s, prompt %s, build %s",
+				m.Model, shortVersion(m.PromptVersion), m.BuildID, got.Model, shortVersion(got.PromptVersion), got.BuildID)
+		}
+	}
+	if d := rec.Decided; d != nil {
+		decision("record decided", d.BuildID, d.PolicyVersion)
+		for _, sum := range d.ModelAnswers {
+			if !answers[sum] {
+				ps.add("record decided", "rests on model answer %s, which the record's models do not list", short(sum))
+			}
+		}
+	}
+	return ps
+}
+
+// modelSteps are the model answers the history recorded, by output digest.
+func (f File) modelSteps() map[string]ModelUse {
+	out := map[string]ModelUse{}
+	for _, s := range f.Steps {
+		if s.Outcome != "completed" || (s.Activity != "TriageTurn" && s.Activity != "AssessClaim" && s.Activity != "TriageClaim") {
+			continue
+		}
+		var m ModelUse
+		if json.Unmarshal(s.Output, &m) == nil && m.OutputSHA256 != "" {
+			out[m.OutputSHA256] = m
+		}
+	}
+	return out
 }
 
 // book is the directory as far as the file's keys go: who each key
@@ -329,6 +449,15 @@ func (f File) rules() *insurer.Rules {
 func Digest(file []byte) string {
 	sum := sha256.Sum256(file)
 	return hex.EncodeToString(sum[:])
+}
+
+// shortVersion is a version as a person reads it: "sha256:" and 12 hex
+// digits, or a hand-numbered version whole.
+func shortVersion(v string) string {
+	if rest, ok := strings.CutPrefix(v, "sha256:"); ok {
+		return "sha256:" + short(rest)
+	}
+	return v
 }
 
 func short(h string) string {

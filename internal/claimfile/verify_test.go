@@ -1,0 +1,144 @@
+package claimfile
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	deploymentpb "go.temporal.io/api/deployment/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/durableclaims/durableclaims/internal/insurer"
+)
+
+// provenanceFile is the claim file of a claim the rules rejected, from a
+// run that recorded what made its decisions; edit changes its record (as
+// JSON) before the file is sealed with the record's digest.
+func provenanceFile(t *testing.T, editRecord func(map[string]any), editIntake func(map[string]any)) File {
+	t.Helper()
+	rules := insurer.Defaults()
+	intake := map[string]any{"claim": map[string]any{"claim_id": "claim-1"}, "status": "open", "version": 1,
+		"rules": rules, "policy_version": rules.Version()}
+	if editIntake != nil {
+		editIntake(intake)
+	}
+	output := func(v any) json.RawMessage {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return b
+	}
+	record := map[string]any{"claim_id": "claim-1", "outcome": "rejected", "payout_minor": 0, "currency": "usd",
+		"policy_version": rules.Version(),
+		"models": []map[string]any{
+			{"step": 2, "turn": 1, "model": "rules/v1", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "t1"},
+			{"step": 2, "turn": 2, "model": "rules/v1", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "t2"},
+		},
+		"decided": map[string]any{"by": "rules", "verdict": "reject", "build_id": "build-B", "policy_version": rules.Version(),
+			"model_answers": []string{"t2"}},
+	}
+	if editRecord != nil {
+		editRecord(record)
+	}
+	rec := output(record)
+	sum := sha256.Sum256(rec)
+	return File{Schema: Schema, ClaimID: "claim-1", Outcome: "rejected", Record: rec, RecordSHA256: hex.EncodeToString(sum[:]),
+		Steps: []Step{
+			{Activity: "LoadClaim", Local: true, Outcome: "completed", Output: output(intake)},
+			{Activity: "TriageTurn", Local: true, Outcome: "completed",
+				Output: output(map[string]any{"model": "rules/v1", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "t1"})},
+			{Activity: "TriageTurn", Local: true, Outcome: "completed",
+				Output: output(map[string]any{"model": "rules/v1", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "t2"})},
+		},
+		Timeline: []Event{{ID: 4, Type: "WORKFLOW_TASK_COMPLETED", BuildID: "build-A"}, {ID: 12, Type: "WORKFLOW_TASK_COMPLETED", BuildID: "build-B"}},
+	}
+}
+
+// A claim file whose record names the policy, builds and prompt versions
+// its history holds verifies; each of them changed is a problem named.
+func TestClaimFilesHoldWhatMadeTheDecisionToTheHistory(t *testing.T) {
+	assert.Empty(t, provenanceFile(t, nil, nil).Check(), "the honest file")
+	for _, tc := range []struct {
+		name         string
+		record       func(map[string]any)
+		intake       func(map[string]any)
+		where, wants string
+	}{
+		{name: "another policy version in the record", record: func(r map[string]any) { r["policy_version"] = "sha256:" + strings.Repeat("0", 64) },
+			where: "record policy_version", wants: "the rules intake recorded digest to"},
+		{name: "the rules edited after intake", intake: func(in map[string]any) {
+			r := insurer.Defaults()
+			r.AutoApproveLimit = "99999"
+			in["rules"] = r
+		}, where: "record policy_version", wants: "the rules intake recorded digest to"},
+		{name: "a decision under another policy", record: func(r map[string]any) {
+			r["decided"].(map[string]any)["policy_version"] = "sha256:" + strings.Repeat("1", 64)
+		}, where: "record decided", wants: "follows policy sha256:111111111111"},
+		{name: "a decision by a build that ran no task", record: func(r map[string]any) { r["decided"].(map[string]any)["build_id"] = "build-Z" },
+			where: "record decided", wants: "names build build-Z, which completed no workflow task"},
+		{name: "an answer under another prompt", record: func(r map[string]any) {
+			r["models"].([]map[string]any)[1]["prompt_version"] = "rules-2"
+		}, where: "record models step 2 turn 2", wants: "prompt rules-2"},
+		{name: "an answer the record does not list", record: func(r map[string]any) {
+			r["decided"].(map[string]any)["model_answers"] = []string{"t9"}
+		}, where: "record decided", wants: "rests on model answer t9"},
+	} {
+		ps := provenanceFile(t, tc.record, tc.intake).Check()
+		if assert.NotEmpty(t, ps, tc.name) {
+			assert.Equal(t, tc.where, ps[0].Where, tc.name)
+			assert.Contains(t, ps[0].What, tc.wants, tc.name)
+		}
+	}
+}
+
+// Files of runs that recorded none of it (every file before) still verify.
+func TestOlderClaimFilesNeedNoProvenance(t *testing.T) {
+	f := provenanceFile(t, func(r map[string]any) {
+		delete(r, "policy_version")
+		delete(r, "decided")
+		for _, m := range r["models"].([]map[string]any) {
+			delete(m, "prompt_version")
+			delete(m, "build_id")
+		}
+	}, func(in map[string]any) { delete(in, "policy_version") })
+	f.Timeline = []Event{{ID: 4, Type: "WORKFLOW_TASK_COMPLETED"}}
+	assert.Empty(t, f.Check())
+}
+
+// The timeline names the build that completed each workflow task, read
+// where the server records it.
+func TestTheTimelineNamesEachTasksBuild(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	completed := func(id int64, a *historypb.WorkflowTaskCompletedEventAttributes) *historypb.HistoryEvent {
+		e := &historypb.HistoryEvent{EventId: id, EventType: enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED}
+		e.Attributes = &historypb.HistoryEvent_WorkflowTaskCompletedEventAttributes{WorkflowTaskCompletedEventAttributes: a}
+		return e
+	}
+	events := []*historypb.HistoryEvent{
+		//lint:ignore SA1019 what servers without worker deployments record, as the recorded histories show
+		completed(4, &historypb.WorkflowTaskCompletedEventAttributes{WorkerVersion: &commonpb.WorkerVersionStamp{BuildId: "8b62c2a863fe"}}),
+		completed(9, &historypb.WorkflowTaskCompletedEventAttributes{DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{BuildId: "v42", DeploymentName: "claims"}}),
+		completed(14, &historypb.WorkflowTaskCompletedEventAttributes{}),
+	}
+	for _, e := range events {
+		e.EventTime = timestamppbOf(at)
+	}
+	var f File
+	f.FromHistory(events, converter.GetDefaultDataConverter())
+	require.Len(t, f.Timeline, 3)
+	assert.Equal(t, []string{"8b62c2a863fe", "v42", ""}, []string{f.Timeline[0].BuildID, f.Timeline[1].BuildID, f.Timeline[2].BuildID})
+	body, err := Encode(f)
+	require.NoError(t, err)
+	assert.Equal(t, 2, bytes.Count(body, []byte(`"build_id"`)), "a task with no build names none")
+}
+
+func timestamppbOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
