@@ -97,6 +97,33 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 	require.NotEmpty(t, b)
 	assert.Equal(t, "build-1", b[0], "intake ran on the first build")
 	assert.Equal(t, "build-2", b[len(b)-1], "the approved claim was paid by the second build")
+
+	// The claim names the code and the model behind each step: the
+	// answers came from build-1, the decision was taken by build-2, under
+	// the policy intake recorded.
+	st := w.status("claim-dv-parked")
+	require.NotEmpty(t, st.ModelCalls)
+	for _, m := range st.ModelCalls {
+		assert.Equal(t, "build-1", m.BuildID, "step %d turn %d", m.Step, m.Turn)
+		assert.Equal(t, "rules-1", m.PromptVersion, "step %d turn %d", m.Step, m.Turn)
+		assert.Equal(t, "rules/v1", m.Model)
+	}
+	require.NotNil(t, r.Decided)
+	assert.Equal(t, workflows.DecidedByApprover, r.Decided.By)
+	assert.Equal(t, "build-2", r.Decided.BuildID, "the build that accepted the adjuster's decision")
+	assert.NotEmpty(t, r.PolicyVersion)
+	assert.Equal(t, r.PolicyVersion, r.Decided.PolicyVersion)
+	require.NotNil(t, r.Approval)
+	require.NotNil(t, r.Approval.Decision)
+	assert.Equal(t, "build-2", r.Approval.Decision.BuildID)
+	auto := w.result("claim-dv-auto")
+	require.NotNil(t, auto.Decided)
+	assert.Equal(t, workflows.DecidedByRules, auto.Decided.By)
+	assert.Equal(t, "build-1", auto.Decided.BuildID)
+	show, err := w.ctl("show", "claim-dv-parked")
+	require.NoError(t, err, show)
+	assert.Contains(t, show, "build-1")
+	assert.Contains(t, show, "build-2")
 }
 
 // WORKER_VERSIONING=false runs the worker unversioned, as before Temporal

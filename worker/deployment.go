@@ -14,15 +14,14 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 )
 
-// deploymentOptions makes the worker a Worker Deployment Version, or
-// leaves it unversioned with WORKER_VERSIONING=false. Each workflow type
-// names its own versioning behaviour where it is registered
-// (workflows.Register), so there is no default to fall back on.
+// deploymentOptions makes the worker a Worker Deployment Version, or, with
+// WORKER_VERSIONING=false, an unversioned worker that still names its
+// build (the server records it with each workflow task it completes, and
+// decisions name it). Each workflow type names its own versioning
+// behaviour where it is registered (workflows.Register), so there is no
+// default to fall back on.
 func deploymentOptions(d config.Deployment) worker.DeploymentOptions {
-	if !d.Versioning {
-		return worker.DeploymentOptions{}
-	}
-	return worker.DeploymentOptions{UseVersioning: true,
+	return worker.DeploymentOptions{UseVersioning: d.Versioning,
 		Version: worker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID}}
 }
 

@@ -138,7 +138,15 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		return err
 	}
 	defer stopCheckpoints()
-	interceptors := append(rehearsal[:len(rehearsal):len(rehearsal)], heartbeat.New(), recorder, prometheus.Interceptor())
+	// Every worker is a Worker Deployment Version (WORKER_DEPLOYMENT,
+	// WORKER_BUILD_ID): a new build takes claims only when it is made
+	// current or ramping (docs/operations.md, "Deploying a build").
+	deployment, err := config.WorkerDeployment()
+	if err != nil {
+		return err
+	}
+	interceptors := append(rehearsal[:len(rehearsal):len(rehearsal)], workflows.WorkerBuild(deployment.BuildID),
+		heartbeat.New(), recorder, prometheus.Interceptor())
 	if crashes != nil {
 		// Last, so innermost: it fires right around the activity itself.
 		interceptors = append(interceptors, crashes.Interceptor())
@@ -160,14 +168,11 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 	if err := config.Tune(&opts); err != nil {
 		return err
 	}
-	// Every worker is a Worker Deployment Version (WORKER_DEPLOYMENT,
-	// WORKER_BUILD_ID): a new build takes claims only when it is made
-	// current or ramping (docs/operations.md, "Deploying a build").
-	deployment, err := config.WorkerDeployment()
-	if err != nil {
-		return err
-	}
 	opts.DeploymentOptions = deploymentOptions(deployment)
+	// Every model answer names the build that asked for it; every decision
+	// the build whose workflow task took it (workflows.WorkerBuild; the
+	// server records the same ID with each task it completes).
+	acts.BuildID = deployment.BuildID
 	w := worker.New(c, queue, opts)
 	workflows.Register(w)
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts

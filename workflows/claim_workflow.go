@@ -324,7 +324,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	r.budgetWaits = version >= versionBudget
 	if r.provenance = version >= versionProvenance; r.provenance {
 		r.policyVersion = loaded.PolicyVersion
-		r.gate.Stamp(r.policyVersion, r.buildID)
+		r.gate.Stamp(r.policyVersion, r.build)
 	}
 	if version >= versionReview {
 		r.review = orEmpty(loaded.Review)
@@ -685,12 +685,12 @@ func (r *claimRun) decideByRules(ctx workflow.Context, v approvals.Verdict) {
 
 // build names the build of the worker running the current workflow task:
 // on replay, the build the history records for the task, so a replay names
-// the build the run named.
+// the build the run named (build.go).
 func (r *claimRun) build(ctx workflow.Context) string {
 	if r.buildID != nil {
 		return r.buildID(ctx)
 	}
-	return workflow.GetInfo(ctx).GetCurrentBuildID()
+	return currentBuild(ctx)
 }
 
 func (r *claimRun) key(step claim.Step) claim.IdempotencyKey {
