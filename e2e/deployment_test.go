@@ -59,9 +59,10 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 	require.Eventually(t, func() bool { cur, _ := w.deployment(); return cur == "build-1" }, testTimeout, pollEvery,
 		"the first build never made itself current (WORKER_PROMOTE=if-none)")
 
-	w.start(w.claimFile("claim-dv-parked", "1840.00"), w.claimFile("claim-dv-auto", "640.00"))
+	w.start(w.claimFile("claim-dv-parked", "1840.00"), w.claimFileBy("claim-dv-update", "1840.00", "grace@example.com", "acct_1Grace"), w.claimFile("claim-dv-auto", "640.00"))
 	require.Equal(t, workflows.StatusPaid, w.result("claim-dv-auto").Status)
 	w.waitStatus("claim-dv-parked", workflows.StatusWaiting)
+	w.waitStatus("claim-dv-update", workflows.StatusWaiting)
 	info := w.describe("claim-dv-parked").GetWorkflowExecutionInfo().GetVersioningInfo()
 	assert.Equal(t, enumspb.VERSIONING_BEHAVIOR_AUTO_UPGRADE, info.GetBehavior(), "a claim that waits days follows the current build")
 	assert.Equal(t, "build-1", info.GetDeploymentVersion().GetBuildId())
@@ -97,6 +98,19 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 	require.NotEmpty(t, b)
 	assert.Equal(t, "build-1", b[0], "intake ran on the first build")
 	assert.Equal(t, "build-2", b[len(b)-1], "the approved claim was paid by the second build")
+
+	// The inbox's path: the decide update, handled by build-2 on a run it
+	// never had in its cache.
+	out, err = w.decideRaw("claim-dv-update", w.receipt("approve", "claim-dv-update", "adjuster-17"))
+	require.NoError(t, err, out)
+	ru := w.result("claim-dv-update")
+	require.Equal(t, workflows.StatusPaid, ru.Status, "%+v", ru)
+	require.NotNil(t, ru.Approval)
+	require.NotNil(t, ru.Approval.Decision)
+	assert.Equal(t, "update", ru.Approval.Decision.Channel)
+	assert.Equal(t, "build-2", ru.Approval.Decision.BuildID, "the build that accepted the update")
+	require.NotNil(t, ru.Decided)
+	assert.Equal(t, "build-2", ru.Decided.BuildID)
 
 	// The claim names the code and the model behind each step: the
 	// answers came from build-1, the decision was taken by build-2, under

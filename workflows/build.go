@@ -44,11 +44,23 @@ func (i *workerBuildInbound) ExecuteWorkflow(ctx workflow.Context, in *intercept
 	return i.Next.ExecuteWorkflow(workflow.WithValue(ctx, buildKey{}, i.buildID), in)
 }
 
+// workerBuildOf is the build WorkerBuild put on the workflow's context,
+// "" without it (a replayer, the test environment). Read it once, in the
+// workflow function: the contexts the SDK gives signal and update
+// handlers derive from the workflow's root context, not from the one the
+// interceptor handed the workflow function.
+func workerBuildOf(ctx workflow.Context) string {
+	b, _ := ctx.Value(buildKey{}).(string)
+	return b
+}
+
 // currentBuild names the build running the current workflow task: the
-// history's on replay, this worker's (WorkerBuild) otherwise.
-func currentBuild(ctx workflow.Context) string {
-	if b, ok := ctx.Value(buildKey{}).(string); ok && b != "" && !workflow.IsReplaying(ctx) {
-		return b
+// history's on replay, this worker's (workerBuild, from workerBuildOf)
+// otherwise. A cached run stays on the worker that has it, so the build
+// read when the run was loaded is the build running each task after.
+func currentBuild(ctx workflow.Context, workerBuild string) string {
+	if workerBuild != "" && !workflow.IsReplaying(ctx) {
+		return workerBuild
 	}
 	return workflow.GetInfo(ctx).GetCurrentBuildID()
 }

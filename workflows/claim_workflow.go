@@ -106,6 +106,10 @@ type claimRun struct {
 	// buildID, when set, names the build instead of the SDK: the test
 	// environment has none (see build).
 	buildID func(workflow.Context) string
+	// workerBuild is the build of the worker this run is cached on
+	// (WorkerBuild; "" in a replayer), read once: signal and update
+	// handlers get contexts the interceptor never saw (build.go).
+	workerBuild string
 
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
@@ -122,7 +126,7 @@ func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
 			fmt.Sprintf("workflow ID %q must be the claim ID %q", info.WorkflowExecution.ID, in.Claim.ID), activities.ErrInvalidInput, nil)
 	}
 	r := &claimRun{in: in, workflowID: info.WorkflowExecution.ID, started: info.WorkflowStartTime,
-		settings: inputSettings(in.Options, in.Claim.Currency)}
+		settings: inputSettings(in.Options, in.Claim.Currency), workerBuild: workerBuildOf(ctx)}
 	r.setClaim(in.Claim, 0)
 	r.state = StatusRunning
 	r.published, _ = workflow.GetTypedSearchAttributes(ctx).GetKeyword(ClaimStatusKey)
@@ -690,7 +694,7 @@ func (r *claimRun) build(ctx workflow.Context) string {
 	if r.buildID != nil {
 		return r.buildID(ctx)
 	}
-	return currentBuild(ctx)
+	return currentBuild(ctx, r.workerBuild)
 }
 
 func (r *claimRun) key(step claim.Step) claim.IdempotencyKey {
