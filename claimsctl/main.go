@@ -51,9 +51,10 @@ const usage = `usage:
   claimsctl reconcile [--since 24h|RFC3339] [--until …] [--json]
                                 transfers vs the step log; exits 3 if anything is not matched
   claimsctl schedule [--every 1h]   create or update the claims-reconcile schedule (0 deletes it)
-  claimsctl reset-build BUILD_ID [--query Q] [--dry-run]
+  claimsctl reset-build BUILD_ID [--query Q] [--dry-run] [--include-paid] [--force]
                                 after rolling a bad build back: reset every open claim run it worked on to
-                                just before its first workflow task there (docs/operations.md)
+                                just before its first workflow task there; runs that paid since are listed,
+                                not reset, without --include-paid (docs/operations.md)
   claimsctl replay-check [--closed 100] [--query Q] [--keep-going] [--json]
                                 replay every open run and the most recently closed against this build's
                                 workflow code before it takes traffic; exit 3 naming a run that would break

@@ -12,10 +12,12 @@ import (
 	"sync"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -31,11 +33,22 @@ import (
 // Runs the build only failed (a nondeterminism error) have no such point:
 // they need no reset and are left alone. The reset's request ID is derived
 // from the run and the build, so running the command twice resets once.
+//
+// It refuses a build the deployment still routes claims to (current or
+// ramping: resetting every claim it runs would ask the model again for
+// each), and it leaves alone, listing them for a human, runs that paid
+// after the reset point: the payment would run again under its key, and a
+// model that answers differently the second time would ask the provider
+// for another amount (--include-paid resets them too; with a model that
+// answers alike, the provider replays the transfer).
 func resetBuild(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("reset-build", flag.ContinueOnError)
 	query := fs.String("query", "", "a visibility query narrowing the runs (ANDed with open claim workflows)")
 	dryRun := fs.Bool("dry-run", false, "list what would be reset, reset nothing")
-	usage := errors.New("usage: claimsctl reset-build BUILD_ID [--query Q] [--dry-run]")
+	includePaid := fs.Bool("include-paid", false, "also reset runs that paid after the reset point (see above)")
+	force := fs.Bool("force", false, "reset even though the deployment still routes claims to the build")
+	deployment := fs.String("deployment", config.Get("WORKER_DEPLOYMENT", config.DefaultDeploymentName), "the Worker Deployment the build belongs to")
+	usage := errors.New("usage: claimsctl reset-build BUILD_ID [--query Q] [--dry-run] [--include-paid] [--force]")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		return usage
 	}
@@ -51,6 +64,23 @@ func resetBuild(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer c.Close()
+	if !*force {
+		d, err := c.WorkerDeploymentClient().GetHandle(*deployment).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		var notFound *serviceerror.NotFound
+		switch {
+		case errors.As(err, &notFound):
+		case err != nil:
+			return fmt.Errorf("reading deployment %s's routing: %w (--force resets without looking)", *deployment, err)
+		default:
+			rc := d.Info.RoutingConfig
+			if rc.CurrentVersion != nil && rc.CurrentVersion.BuildID == build {
+				return fmt.Errorf("build %s is deployment %s's current version: roll it back first (temporal worker deployment set-current-version), or --force", build, *deployment)
+			}
+			if rc.RampingVersion != nil && rc.RampingVersion.BuildID == build {
+				return fmt.Errorf("build %s is ramping in deployment %s: remove its ramp first (temporal worker deployment set-ramping-version --delete), or --force", build, *deployment)
+			}
+		}
+	}
 	q := fmt.Sprintf(`ExecutionStatus = "Running" AND WorkflowType = %q`, workflows.WorkflowType)
 	if *query != "" {
 		q += " AND (" + *query + ")"
@@ -70,11 +100,11 @@ func resetBuild(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	var (
-		mu               sync.Mutex
-		reset, untouched int
-		errs             []error
-		wg               sync.WaitGroup
-		sem              = make(chan struct{}, 8)
+		mu                     sync.Mutex
+		reset, untouched, held int
+		errs                   []error
+		wg                     sync.WaitGroup
+		sem                    = make(chan struct{}, 8)
 	)
 	for _, ex := range ids {
 		wg.Add(1)
@@ -82,14 +112,17 @@ func resetBuild(ctx context.Context, args []string, out io.Writer) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			line, did, err := resetRun(ctx, c, ex, build, *dryRun)
+			line, what, err := resetRun(ctx, c, ex, build, *dryRun, *includePaid)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Errorf("%s: %w", ex.GetWorkflowId(), err))
-			case did:
+			case what == runReset:
 				reset++
+				fmt.Fprintln(out, line)
+			case what == runHeld:
+				held++
 				fmt.Fprintln(out, line)
 			default:
 				untouched++
@@ -101,43 +134,89 @@ func resetBuild(ctx context.Context, args []string, out io.Writer) error {
 	if *dryRun {
 		verb = "would reset"
 	}
-	fmt.Fprintf(out, "%s %d of %d open claim runs that build %s worked on; %d it never completed a task for\n", verb, reset, len(ids), build, untouched)
+	fmt.Fprintf(out, "%s %d of %d open claim runs that build %s worked on; %d it never completed a task for (or closed since)\n", verb, reset, len(ids), build, untouched)
+	if held > 0 {
+		fmt.Fprintf(out, "left %d runs that paid after the reset point: check them (claimsctl payments CLAIM), then --include-paid\n", held)
+	}
 	return errors.Join(errs...)
 }
 
-// resetRun resets one run to its reset point for build, if it has one.
-func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution, build string, dryRun bool) (string, bool, error) {
+// What resetRun did with a run.
+const (
+	runUntouched = iota
+	runReset
+	runHeld // paid after the reset point; not reset without --include-paid
+)
+
+// resetRun resets one run to its reset point for build, if it has one and
+// is still running.
+func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution, build string, dryRun, includePaid bool) (string, int, error) {
 	d, err := c.DescribeWorkflow(ctx, ex.GetWorkflowId(), ex.GetRunId())
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
-		return "", false, nil // closed and gone since listed
+		return "", runUntouched, nil // gone since listed
 	}
 	if err != nil {
-		return "", false, err
+		return "", runUntouched, err
 	}
-	for _, p := range d.RawResponse.GetWorkflowExecutionInfo().GetAutoResetPoints().GetPoints() {
+	info := d.RawResponse.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		// Closed since listed: a reset would start a closed claim again.
+		return "", runUntouched, nil
+	}
+	for _, p := range info.GetAutoResetPoints().GetPoints() {
 		if p.GetBuildId() != build || p.GetRunId() != ex.GetRunId() {
 			continue
 		}
 		if !p.GetResettable() {
-			return "", false, fmt.Errorf("build %s's reset point (event %d) is not resettable", build, p.GetFirstWorkflowTaskCompletedId())
+			return "", runUntouched, fmt.Errorf("build %s's reset point (event %d) is not resettable", build, p.GetFirstWorkflowTaskCompletedId())
 		}
-		line := fmt.Sprintf("%s: run %s reset to event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), p.GetFirstWorkflowTaskCompletedId(), build)
+		at := p.GetFirstWorkflowTaskCompletedId()
+		if !includePaid {
+			paid, err := paidAfter(ctx, c, ex, at)
+			if err != nil {
+				return "", runUntouched, err
+			}
+			if paid {
+				return fmt.Sprintf("%s: run %s NOT reset: it paid after event %d, build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build), runHeld, nil
+			}
+		}
+		line := fmt.Sprintf("%s: run %s reset to event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build)
 		if dryRun {
-			return line, true, nil
+			return line, runReset, nil
 		}
 		sum := sha256.Sum256([]byte("claimsctl reset-build\x00" + ex.GetRunId() + "\x00" + build))
 		resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
 			Namespace:                 namespace(),
 			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: ex.GetWorkflowId(), RunId: ex.GetRunId()},
 			Reason:                    "claimsctl reset-build " + build + ": the build was rolled back",
-			WorkflowTaskFinishEventId: p.GetFirstWorkflowTaskCompletedId(),
+			WorkflowTaskFinishEventId: at,
 			RequestId:                 hex.EncodeToString(sum[:16]),
 		})
 		if err != nil {
-			return "", false, err
+			return "", runUntouched, err
 		}
-		return line + " as run " + resp.GetRunId(), true, nil
+		return line + " as run " + resp.GetRunId(), runReset, nil
 	}
-	return "", false, nil
+	return "", runUntouched, nil
+}
+
+// paidAfter says whether the run completed its payment (step 6) after
+// event at.
+func paidAfter(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution, at int64) (bool, error) {
+	scheduled := map[int64]bool{}
+	it := c.GetWorkflowHistory(ctx, ex.GetWorkflowId(), ex.GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		if err != nil {
+			return false, err
+		}
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && e.GetEventId() > at && a.GetActivityType().GetName() == "PayClaimant" {
+			scheduled[e.GetEventId()] = true
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] {
+			return true, nil
+		}
+	}
+	return false, nil
 }

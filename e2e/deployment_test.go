@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,9 +84,16 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 	}
 
 	// The operator makes the second build current, with the real CLI.
-	out, err := w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
-		"--build-id", "build-2", "--yes")
-	require.NoError(t, err, out)
+	// Until build-2 has polled both the workflow and the activity queue
+	// the server refuses (those queues "would become unversioned"), as it
+	// would an operator who is too quick: they try again.
+	var out string
+	require.Eventually(t, func() bool {
+		var err error
+		out, err = w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
+			"--build-id", "build-2", "--yes")
+		return err == nil
+	}, testTimeout, time.Second, "set-current-version: %s", out)
 	v1.Stop() // the first build can go: no claim is pinned to it
 
 	w.approve("claim-dv-parked", "adjuster-17")
@@ -101,7 +109,7 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 
 	// The inbox's path: the decide update, handled by build-2 on a run it
 	// never had in its cache.
-	out, err = w.decideRaw("claim-dv-update", w.receipt("approve", "claim-dv-update", "adjuster-17"))
+	out, err := w.decideRaw("claim-dv-update", w.receipt("approve", "claim-dv-update", "adjuster-17"))
 	require.NoError(t, err, out)
 	ru := w.result("claim-dv-update")
 	require.Equal(t, workflows.StatusPaid, ru.Status, "%+v", ru)

@@ -63,6 +63,8 @@ func watchDeployment(ctx context.Context, c client.Client, d config.Deployment, 
 	log := logger.With("deployment", d.Name, "build_id", d.BuildID)
 	var last string
 	wait := time.Second
+	var failingSince time.Time
+	warned := false
 	for {
 		r, err := promoteIfNone(ctx, h, d, log)
 		switch {
@@ -70,8 +72,25 @@ func watchDeployment(ctx context.Context, c client.Client, d config.Deployment, 
 			return
 		case err != nil:
 			// The deployment appears with the first poll of its first
-			// version; until then, and while the server is away, ask again.
-			log.Debug("worker deployment not readable yet", "error", err)
+			// version; until then, and while the server is away, ask
+			// again. A refusal no retry mends (the token may not change
+			// routing, the server has no Worker Deployments), or failing
+			// for half a minute, is said out loud: this worker may be
+			// taking no work at all.
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			var denied *serviceerror.PermissionDenied
+			var unimplemented *serviceerror.Unimplemented
+			if !warned && (errors.As(err, &denied) || errors.As(err, &unimplemented) || time.Since(failingSince) > 30*time.Second) {
+				log.Error("worker deployment unreadable: this build may take no work until its routing is set "+
+					"(temporal worker deployment describe / set-current-version; WORKER_VERSIONING=false on a server without Worker Deployments)",
+					"error", err, "failing_for", time.Since(failingSince).Round(time.Second))
+				warned = true
+			} else {
+				log.Debug("worker deployment not readable yet", "error", err)
+			}
+			wait = min(2*wait, 15*time.Second)
 		case r.String() != last:
 			last = r.String()
 			if r.current || r.ramping {
@@ -81,6 +100,9 @@ func watchDeployment(ctx context.Context, c client.Client, d config.Deployment, 
 					"(temporal worker deployment set-current-version / set-ramping-version; docs/operations.md)", "role", last)
 			}
 			wait = 15 * time.Second
+		}
+		if err == nil {
+			failingSince, warned = time.Time{}, false
 		}
 		select {
 		case <-ctx.Done():
@@ -101,10 +123,13 @@ func promoteIfNone(ctx context.Context, h client.WorkerDeploymentHandle, d confi
 	if r.current || r.currentBuild != "" || d.Promote != config.PromoteIfNone {
 		return r, nil
 	}
-	if desc.Info.ManagerIdentity != "" || !desc.Info.RoutingConfig.CurrentVersionChangedTime.IsZero() {
+	rc := desc.Info.RoutingConfig
+	if desc.Info.ManagerIdentity != "" || !rc.CurrentVersionChangedTime.IsZero() ||
+		rc.RampingVersion != nil || !rc.RampingVersionChangedTime.IsZero() {
 		// Someone manages this deployment's routing (a controller or an
-		// operator who said so), or the current version was set to
-		// unversioned on purpose (a rollback to unversioned workers): a
+		// operator who said so), the current version was set to
+		// unversioned on purpose (a rollback to unversioned workers), or
+		// an operator is ramping a build from unversioned workers: a
 		// worker does not take it from them.
 		return r, nil
 	}

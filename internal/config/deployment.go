@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"runtime/debug"
-	"strings"
 	"sync"
 )
 
@@ -65,7 +64,9 @@ func WorkerDeployment() (Deployment, error) {
 		return Deployment{}, fmt.Errorf("WORKER_DEPLOYMENT=%q: want letters, digits, '-' or '_' (no '.'), at most 100", d.Name)
 	}
 	if d.BuildID == "" {
-		d.BuildID = BuildID()
+		if d.BuildID, err = BuildID(); err != nil {
+			return Deployment{}, err
+		}
 	} else if !buildIDRE.MatchString(d.BuildID) {
 		return Deployment{}, fmt.Errorf("WORKER_BUILD_ID=%q: want letters, digits, '-', '_', '.' or '+', at most 100", d.BuildID)
 	}
@@ -75,7 +76,7 @@ func WorkerDeployment() (Deployment, error) {
 	return d, nil
 }
 
-var buildID = sync.OnceValue(func() string {
+var buildID = sync.OnceValues(func() (string, error) {
 	info, _ := debug.ReadBuildInfo()
 	return buildIDOf(info, executableDigest)
 })
@@ -83,13 +84,15 @@ var buildID = sync.OnceValue(func() string {
 // BuildID names this binary: the commit it was built from
 // (vcs.revision, 12 hex digits), with "-dirty-" and the first 8 hex
 // digits of the executable's SHA-256 when the tree had uncommitted
-// changes (two dirty builds of one commit are different code), or "exe-"
-// and 12 hex digits of that digest when the binary carries no VCS stamp
-// (go run, go test, -buildvcs=false). The same binary always gets the
-// same ID; WORKER_BUILD_ID overrides it.
-func BuildID() string { return buildID() }
+// changes or the build added build tags (two such builds of one commit
+// are different code), or "exe-" and 12 hex digits of that digest when the
+// binary carries no VCS stamp (a Docker image built without .git, go run,
+// go test, -buildvcs=false). The same binary always gets the same ID;
+// WORKER_BUILD_ID overrides it. A binary that cannot read its own
+// executable has no ID of its own: WORKER_BUILD_ID must name it.
+func BuildID() (string, error) { return buildID() }
 
-func buildIDOf(info *debug.BuildInfo, digest func() string) string {
+func buildIDOf(info *debug.BuildInfo, digest func() (string, error)) (string, error) {
 	var rev string
 	var dirty bool
 	if info != nil {
@@ -98,18 +101,23 @@ func buildIDOf(info *debug.BuildInfo, digest func() string) string {
 			case "vcs.revision":
 				rev = s.Value
 			case "vcs.modified":
-				dirty = s.Value == "true"
+				dirty = dirty || s.Value == "true"
+			case "-tags":
+				dirty = dirty || s.Value != ""
 			}
 		}
 	}
-	switch {
-	case rev == "":
-		return "exe-" + short(digest(), 12)
-	case dirty:
-		return short(rev, 12) + "-dirty-" + short(digest(), 8)
-	default:
-		return short(rev, 12)
+	if rev != "" && !dirty {
+		return short(rev, 12), nil
 	}
+	sum, err := digest()
+	if err != nil {
+		return "", fmt.Errorf("this binary has no build ID of its own (%v): set WORKER_BUILD_ID", err)
+	}
+	if rev == "" {
+		return "exe-" + short(sum, 12), nil
+	}
+	return short(rev, 12) + "-dirty-" + short(sum, 8), nil
 }
 
 func short(s string, n int) string {
@@ -119,21 +127,20 @@ func short(s string, n int) string {
 	return s
 }
 
-// executableDigest is the SHA-256 of the running executable, hex; when it
-// cannot be read, of its path (still stable for one install).
-func executableDigest() string {
-	h := sha256.New()
+// executableDigest is the SHA-256 of the running executable, hex.
+func executableDigest() (string, error) {
 	path, err := os.Executable()
-	if err == nil {
-		var f *os.File
-		if f, err = os.Open(path); err == nil {
-			_, err = io.Copy(h, f)
-			f.Close()
-		}
-	}
 	if err != nil {
-		h.Reset()
-		h.Write([]byte(strings.Join(os.Args[:1], "")))
+		return "", err
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }

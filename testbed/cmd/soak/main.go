@@ -41,6 +41,7 @@ type options struct {
 	RestartAt         float64       `json:"restart_at"`
 	Cluster           bool          `json:"cluster"`
 	Rollout           bool          `json:"rollout"`
+	V3Ramp            float64       `json:"v3_ramp_percent"`
 	Store             string        `json:"store"`
 	PostgresRestartAt float64       `json:"postgres_restart_at"`
 	Timeout           time.Duration `json:"timeout_ns"`
@@ -64,6 +65,7 @@ func main() {
 	flag.Float64Var(&o.RestartAt, "restart-at", 0.5, "restart the Temporal server once at this fraction of the expected duration (0: never)")
 	flag.BoolVar(&o.Cluster, "cluster", false, "run against a real Temporal server on PostgreSQL (make temporal-server) instead of the dev server; implies -store postgres")
 	flag.BoolVar(&o.Rollout, "rollout", false, "rehearse a deploy instead (implies -cluster, no server or PostgreSQL restart): v1 workers, v2 beside them replay-checked and ramped, v1 drained, a bad v3 refused by the replay check, ramped anyway, rolled back and its runs reset (rollout.go)")
+	flag.Float64Var(&o.V3Ramp, "v3-ramp", 50, "with -rollout: the percentage of claims the bad build v3 is ramped to before it is rolled back")
 	flag.StringVar(&o.Store, "store", "", "the claims store: sqlite or postgres (default: postgres with -cluster, else sqlite)")
 	flag.Float64Var(&o.PostgresRestartAt, "postgres-restart-at", 0.3, "with the PostgreSQL store: crash PostgreSQL once (immediate shutdown) at this fraction of the expected duration (0: never)")
 	flag.DurationVar(&o.Timeout, "timeout", 12*time.Minute, "give up waiting for claims to finish after this long from the start")
@@ -138,6 +140,9 @@ func run(o options) int {
 func (o *options) resolve() error {
 	if o.Rollout {
 		o.Cluster, o.RestartAt, o.PostgresRestartAt = true, 0, 0
+		if o.V3Ramp <= 0 || o.V3Ramp > 100 {
+			return errors.New("-v3-ramp must be above 0 and at most 100")
+		}
 	}
 	switch {
 	case o.Claims <= 0 || o.Rate <= 0 || o.Workers <= 0:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -250,14 +251,16 @@ func (s *soak) rolloutPhase(ctx context.Context, begin time.Time, plan []planned
 	if err := s.awaitRegistered(runCtx, buildV3); err != nil {
 		return nil, nil, nil, err
 	}
-	// Half the claims' tasks: enough that a short rehearsal sees v3 both
-	// fail the runs of other builds and start runs of its own (a real
-	// canary would take 5-10 %).
-	if err := s.deployment(runCtx, "set-ramping-version", "--build-id", buildV3, "--percentage", "50"); err != nil {
+	// Half the claims' tasks by default (-v3-ramp): enough that a
+	// rehearsal of 200 claims sees v3 both fail the runs of other builds
+	// and start runs of its own; CI's short run ramps it to 100 % so that
+	// it surely does (a real canary would take 5-10 %).
+	ramp := strconv.FormatFloat(s.o.V3Ramp, 'f', -1, 64)
+	if err := s.deployment(runCtx, "set-ramping-version", "--build-id", buildV3, "--percentage", ramp); err != nil {
 		return nil, nil, nil, err
 	}
 	close(v3Ramping)
-	s.step("v3 ramping 50%", "deployed although the replay check refused it; the claims parked under v2 are decided from now on")
+	s.step("v3 ramping "+ramp+"%", "deployed although the replay check refused it; the claims parked under v2 are decided from now on")
 	started := make(chan error, 1)
 	var allStarted atomic.Bool
 	go func() { err := st.run(runCtx, w3); allStarted.Store(true); started <- err }()
@@ -356,7 +359,10 @@ func (s *soak) replayCheck(ctx context.Context, bin string) replayRun {
 // resetBuild runs `claimsctl reset-build BUILD` for this run's claims.
 func (s *soak) resetBuild(ctx context.Context, build string) ([]string, error) {
 	auth, _ := s.server.auth(temporalauth.RoleClaimsctl)
-	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(s.o.WorkerBin), "claimsctl"), "reset-build", build,
+	// --include-paid: the rules model answers alike when asked again, so
+	// a run reset past its payment asks the provider for the same transfer
+	// under the same key, which the verifier holds to one per claim.
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(s.o.WorkerBin), "claimsctl"), "reset-build", build, "--include-paid",
 		"--query", fmt.Sprintf("WorkflowId STARTS_WITH %q", s.prefix()))
 	cmd.Env = childEnv(append([]string{"TEMPORAL_ADDRESS=" + s.server.hostPort(), "TEMPORAL_NAMESPACE=default"}, auth...)...)
 	out, err := cmd.CombinedOutput()
@@ -413,9 +419,11 @@ func (s *soak) awaitRegistered(ctx context.Context, build string) error {
 	h := s.client.WorkerDeploymentClient().GetHandle(config.DefaultDeploymentName)
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := h.DescribeVersion(cctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: build})
+		d, err := h.DescribeVersion(cctx, client.WorkerDeploymentDescribeVersionOptions{BuildID: build})
 		cancel()
-		if err == nil {
+		// Both of the claims queue's task types: routing refuses a version
+		// that would leave one of them unversioned.
+		if err == nil && len(d.Info.TaskQueuesInfos) >= 2 {
 			return nil
 		}
 		if !sleep(ctx, 500*time.Millisecond) {
@@ -565,6 +573,22 @@ func (s *soak) v3Work(ctx context.Context, plan []plannedClaim) v3Work {
 // checkRollout reads what the rehearsal promised from the histories: every
 // claim parked under v1 and approved was paid by v2 on its new path.
 func (s *soak) checkRollout(ctx context.Context, plan []plannedClaim, book map[string]decision, sum *summary) {
+	// A rehearsal in which v3 did nothing proves nothing about the
+	// rollback: say so rather than pass.
+	s.mu.Lock()
+	r := s.rollout
+	s.mu.Unlock()
+	vacuous := func(what string) {
+		sum.Discrepancies = append(sum.Discrepancies, discrepancy{Check: "rollout", Detail: what + ": the rollback was not exercised (more claims, or a larger -v3-ramp)"})
+	}
+	switch {
+	case r.V3Unreplayable == 0:
+		vacuous("v3 failed no run of another build")
+	case r.V3StartedOpen == 0:
+		vacuous("v3 started no run still open at the rollback")
+	case len(r.Reset) == 0:
+		vacuous("claimsctl reset-build reset no run")
+	}
 	n := len(plan)
 	for _, p := range plan[:n/2] {
 		d, ok := book[p.Claim.ID]
