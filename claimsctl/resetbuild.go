@@ -76,7 +76,8 @@ func resetBuild(ctx context.Context, args []string, out io.Writer) error {
 			if rc.CurrentVersion != nil && rc.CurrentVersion.BuildID == build {
 				return fmt.Errorf("build %s is deployment %s's current version: roll it back first (temporal worker deployment set-current-version), or --force", build, *deployment)
 			}
-			if rc.RampingVersion != nil && rc.RampingVersion.BuildID == build {
+			// A ramp "removed" with the CLI's --delete stays at 0 %.
+			if rc.RampingVersion != nil && rc.RampingVersion.BuildID == build && rc.RampingVersionPercentage > 0 {
 				return fmt.Errorf("build %s is ramping in deployment %s: remove its ramp first (temporal worker deployment set-ramping-version --delete), or --force", build, *deployment)
 			}
 		}

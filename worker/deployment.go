@@ -154,7 +154,8 @@ func roleOf(rc client.WorkerDeploymentRoutingConfig, buildID string) role {
 		r.currentBuild = rc.CurrentVersion.BuildID
 		r.current = r.currentBuild == buildID
 	}
-	if rc.RampingVersion != nil && rc.RampingVersion.BuildID == buildID {
+	if rc.RampingVersion != nil && rc.RampingVersion.BuildID == buildID && rc.RampingVersionPercentage > 0 {
+		// At 0 % (a ramp the CLI's --delete ended) it takes nothing.
 		r.ramping, r.percent = true, rc.RampingVersionPercentage
 	}
 	return r

@@ -275,7 +275,16 @@ func (s *soak) rolloutPhase(ctx context.Context, begin time.Time, plan []planned
 	if err := s.deployment(runCtx, "set-ramping-version", "--build-id", buildV3, "--delete"); err != nil {
 		return nil, nil, nil, err
 	}
+	if err := s.awaitRouting(runCtx, buildV2, ""); err != nil {
+		return nil, nil, nil, fmt.Errorf("v3's ramp removed, yet: %w", err)
+	}
 	s.step("v3 rolled back", "its ramp removed: v2 takes every claim again")
+	// Stop v3 before resetting what it touched: a v3 worker still running
+	// a task could complete it after the reset point was chosen. (A run
+	// reset while v3 held its task once kept a workflow task no worker
+	// completed, docs/operations.md.)
+	v3.stop()
+	s.step("v3 stopped", "")
 	reset, err := s.resetBuild(runCtx, buildV3)
 	if err != nil {
 		return nil, nil, nil, err
@@ -283,8 +292,6 @@ func (s *soak) rolloutPhase(ctx context.Context, begin time.Time, plan []planned
 	s.rollout.Reset = reset
 	s.step("reset-build v3", "%d open runs v3 worked on reset to before its first task; the last claims are decided from now on", len(reset))
 	close(rolledBack)
-	v3.stop()
-	s.step("v3 stopped", "")
 
 	ids := make([]string, len(plan))
 	for i, p := range plan {
@@ -387,7 +394,7 @@ func (s *soak) describeDeployment(ctx context.Context) (client.WorkerDeploymentD
 }
 
 // awaitRouting waits until the deployment's current build is current and
-// its ramping build ramping ("" for none).
+// its ramping build ramping ("" for none, or one at 0 %).
 func (s *soak) awaitRouting(ctx context.Context, current, ramping string) error {
 	var got string
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
@@ -398,7 +405,9 @@ func (s *soak) awaitRouting(ctx context.Context, current, ramping string) error 
 			if rc.CurrentVersion != nil {
 				cur = rc.CurrentVersion.BuildID
 			}
-			if rc.RampingVersion != nil {
+			if rc.RampingVersion != nil && rc.RampingVersionPercentage > 0 {
+				// `set-ramping-version --delete` (CLI 1.5.1) leaves the
+				// build ramping at 0 %: no claim goes to it.
 				ramp = rc.RampingVersion.BuildID
 			}
 			if cur == current && ramp == ramping {
