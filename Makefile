@@ -86,7 +86,7 @@ soak-cluster: temporal-cli temporal-server build
 # (docs/operations.md, "Rehearsing a rollout"): v1 workers, v2 beside them
 # replay-checked, ramped and made current, v1 drained, a bad v3 refused by
 # the replay check, ramped anyway, rolled back and its runs reset; every
-# claim then checked as the soak checks it (about 5 minutes;
+# claim then checked as the soak checks it (about 4 minutes;
 # ROLLOUT_FLAGS="-claims 60" for the short run CI makes).
 rollout: temporal-cli temporal-server build
 	$(GO) build -o bin/ ./testbed/cmd/soak
