@@ -219,27 +219,39 @@ func recorded(t *testing.T, h *historypb.History) (version int, sums []string) {
 // records have since grown fields they did not have.) From
 // versionProvenance on, the builds the record names are read from the
 // history, and replay names the same.
+// replayAuditRecords replays a recorded run of version since or later that
+// wrote an audit record, and returns its ID, the digests the ledger took
+// (want), the records the replay rebuilt (got) and the history; ok is
+// false for runs it skips.
+func replayAuditRecords(t *testing.T, file string, since int) (id string, want []string, got [][]byte, h *historypb.History, ok bool) {
+	t.Helper()
+	f, err := os.Open(file)
+	require.NoError(t, err)
+	h, err = client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	f.Close()
+	require.NoError(t, err)
+	version, want := recorded(t, h)
+	if version < since || len(want) == 0 {
+		return "", nil, nil, nil, false
+	}
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
+		Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
+	require.NoError(t, err)
+	r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
+	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	id = strings.TrimSuffix(filepath.Base(file), ".json")
+	require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: id}}), id)
+	return id, want, got, h, true
+}
+
 func TestRecordedAuditRecordsRebuildAsWritten(t *testing.T) {
 	checked := 0
 	for _, file := range histories(t) {
-		f, err := os.Open(file)
-		require.NoError(t, err)
-		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-		f.Close()
-		require.NoError(t, err)
-		version, want := recorded(t, h)
-		if version < versionRecords || len(want) == 0 {
+		id, want, got, _, ok := replayAuditRecords(t, file, versionRecords)
+		if !ok {
 			continue
 		}
-		var got [][]byte
-		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
-			Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
-		require.NoError(t, err)
-		r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
-		quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-		id := strings.TrimSuffix(filepath.Base(file), ".json")
-		require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
-			OriginalExecution: workflow.Execution{ID: id}}), id)
 		require.GreaterOrEqual(t, len(got), len(want), id)
 		for i, sum := range want {
 			digest := sha256.Sum256(got[i])
@@ -260,24 +272,10 @@ func TestRecordedRunsFileClaimFilesThatVerify(t *testing.T) {
 	dc := converter.GetDefaultDataConverter()
 	checked := 0
 	for _, file := range histories(t) {
-		f, err := os.Open(file)
-		require.NoError(t, err)
-		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-		f.Close()
-		require.NoError(t, err)
-		version, want := recorded(t, h)
-		if version < versionProvenance || len(want) == 0 {
+		id, want, got, h, ok := replayAuditRecords(t, file, versionProvenance)
+		if !ok {
 			continue
 		}
-		var got [][]byte
-		r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
-			Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
-		require.NoError(t, err)
-		r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
-		quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-		id := strings.TrimSuffix(filepath.Base(file), ".json")
-		require.NoError(t, r.ReplayWorkflowHistoryWithOptions(quiet, h, worker.ReplayWorkflowHistoryOptions{
-			OriginalExecution: workflow.Execution{ID: id}}), id)
 		require.NotEmpty(t, got, id)
 		record := got[len(want)-1]
 
