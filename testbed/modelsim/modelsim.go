@@ -25,6 +25,11 @@
 // "rate_limit_exceeded") until the bucket holds its prompt tokens, and each
 // answer is charged the total_tokens its usage reports.
 //
+// Answers (see ParseAnswers) make it a different model for a known subset
+// of claims: for the claims a rule's regexp matches, the assessment's
+// recommended_minor or needs_review, or the triage's category or
+// fraud_score, are changed as the rule says, and the answer says so.
+//
 // Request bodies are bounded, a chat completion at 8 MiB and a POST
 // /_sim/faults list at 64 KiB; a larger body is refused whole with 413.
 package modelsim
@@ -120,6 +125,9 @@ type Call struct {
 	// RateLimited marks a request the TPM limit refused (Answered "error").
 	Tokens      int64 `json:"tokens,omitempty"`
 	RateLimited bool  `json:"rate_limited,omitempty"`
+	// Rule is the answer rule (Server.Answers, from 1) that changed the
+	// answer; 0 when none did.
+	Rule int `json:"rule,omitempty"`
 }
 
 // Server is an http.Handler.
@@ -139,6 +147,10 @@ type Server struct {
 	// else refused with 429; an answer is charged its total_tokens, and may
 	// leave the bucket in debt.
 	TokensPerMinute int64
+	// Answers change the answers for the claims they match (see
+	// ParseAnswers): the first rule matching a claim's ID applies. Claims
+	// no rule matches are answered as without rules.
+	Answers []AnswerRule
 
 	now func() time.Time // the TPM bucket's clock; nil is time.Now
 
@@ -324,6 +336,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if in := instructions(c.Description); s.Gullible && in != "" {
 			obeyAssessment(&as, in)
 		}
+		if rule, n := s.answerRule(c.ID); rule.changesAssessment() {
+			rule.applyAssessment(&as)
+			as.Rationale += fmt.Sprintf(" (answer rule %d)", n)
+			call.Rule = n
+		}
 		as.Rationale += fmt.Sprintf(" (answer %d)", call.N)
 		b, _ := json.Marshal(as)
 		content = string(b)
@@ -333,6 +350,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if t := reply.Output.Triage; t != nil {
 			if in := instructions(append([]string{c.Description}, contents(rest)...)...); s.Gullible && in != "" {
 				obeyTriage(t, in)
+			}
+			if rule, n := s.answerRule(c.ID); rule.changesTriage() {
+				rule.applyTriage(t)
+				t.Summary += fmt.Sprintf(" (answer rule %d)", n)
+				call.Rule = n
 			}
 			t.Summary += fmt.Sprintf(" (answer %d)", call.N)
 			b, _ := json.Marshal(t)
@@ -344,7 +366,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if call.Fault == Invalid { // well-formed JSON that breaks the schema
-		content, toolCalls, call.Issued = `{"category":"spaceship","severity":"extreme","fraud_signals":[],"fraud_score":7,"summary":"?"}`, nil, nil
+		content, toolCalls, call.Issued, call.Rule = `{"category":"spaceship","severity":"extreme","fraud_signals":[],"fraud_score":7,"summary":"?"}`, nil, nil, 0
 		if call.Kind == "assessment" {
 			content = `{"recommended_minor":-1,"rationale":"","needs_review":false}`
 		}

@@ -10,9 +10,30 @@
 //	MODELSIM_LATENCY -latency  how long every answer takes: "1.5s", or "1s-2s" uniform
 //	MODELSIM_TPM     -tpm      tokens per minute answered, beyond which 429 with
 //	                           Retry-After, as a provider's TPM limit (default 0: unlimited)
+//	MODELSIM_ANSWERS -answers  answer differently for some claims: rules separated by ";",
+//	                           each <claim-id regexp>:<change>[,<change>...]
 //
-// An unknown or malformed fault, latency or TPM stops it, with the reason,
-// before it listens (see modelsim.ParseFault).
+// An unknown or malformed fault, latency, TPM or answers spec stops it, with
+// the reason, before it listens (see modelsim.ParseFault and
+// modelsim.ParseAnswers).
+//
+// Answer rules make it a candidate model that disagrees with the recorded
+// one on a known subset of claims, for "what-if" tests. The regexp must
+// match the whole claim ID (it is anchored) and runs to the rule's last
+// ":"; the first rule that matches a claim applies, with all its changes,
+// and a claim no rule matches is answered as without rules. A change is:
+//
+//	recommend=<N>%           the assessment's recommended_minor becomes N percent
+//	                         (0 to 1000) of what the rules model recommends, rounded down
+//	recommend=<minor>        the assessment's recommended_minor becomes that many minor units
+//	needs_review=true|false  the assessment's needs_review
+//	category=<name>          the triage's category: water-damage, fire, theft, auto,
+//	                         glass, wear-and-tear or general
+//	fraud_score=<0-100>      the triage's fraud_score
+//
+// as in -answers 'claim-00[1-3]:recommend=50%,needs_review=false;claim-9.*:category=fire'.
+// A changed answer ends its summary or rationale with " (answer rule N)",
+// and GET /_sim/calls shows the call's "rule": N.
 //
 // Point the worker at it with MODEL_PROVIDER=openai
 // MODEL_BASE_URL=http://localhost:12112/v1 MODEL_NAME=sim. GET /_sim/calls
@@ -61,6 +82,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	faults := fs.String("faults", os.Getenv("MODELSIM_FAULTS"), "faults for the first calls, comma-separated (see modelsim.ParseFault)")
 	latency := fs.String("latency", os.Getenv("MODELSIM_LATENCY"), `how long every answer takes, as a real model's would: "1.5s", or "1s-2s" (uniform); empty: at once`)
 	tpm := fs.String("tpm", os.Getenv("MODELSIM_TPM"), "tokens per minute answered, beyond which 429 with Retry-After, as a provider's TPM limit; empty or 0: unlimited")
+	answers := fs.String("answers", os.Getenv("MODELSIM_ANSWERS"), `answer differently for some claims: "<claim-id regexp>:<change>[,<change>...]" rules separated by ";" (see modelsim.ParseAnswers)`)
 	gullible := fs.Bool("gullible", os.Getenv("MODELSIM_GULLIBLE") == "1", "obey instructions injected in a claim (prompt injection tests; env MODELSIM_GULLIBLE=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -88,7 +110,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf(`-tpm %q: want a whole number of tokens per minute, as in "30000" (0: unlimited)`, *tpm)
 		}
 	}
+	rules, err := modelsim.ParseAnswers(*answers)
+	if err != nil {
+		return fmt.Errorf("-answers: %w", err)
+	}
 	sim := modelsim.New(*key)
+	sim.Answers = rules
 	sim.Gullible = *gullible
 	sim.Latency = lat
 	sim.TokensPerMinute = tokensPerMinute

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
@@ -127,4 +128,65 @@ func TestRunLimitsTokensPerMinute(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "600", resp.Header.Get("x-ratelimit-limit-tokens"))
 	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+}
+
+func TestRunRefusesBadAnswersBeforeListening(t *testing.T) {
+	for _, bad := range []struct{ spec, msg string }{
+		{"claim-1:category=spaceship", `-answers: answer rule 1 "claim-1:category=spaceship": change "category=spaceship"`},
+		{"claim-1:recommend=50%;claim-(:fraud_score=1", `answer rule 2 "claim-(:fraud_score=1": claim-id regexp`},
+		{"claim-1:needs_review=true;", `answer rule 2 "": empty rule`},
+		{"claim-1:fraud_score=101", "fraud_score must be a whole number from 0 to 100"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var out strings.Builder
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-answers", bad.spec}, &out)
+		cancel()
+		require.Error(t, err, bad.spec)
+		assert.Contains(t, err.Error(), bad.msg, bad.spec)
+		assert.NotContains(t, out.String(), "modelsim listening", bad.spec)
+	}
+	t.Setenv("MODELSIM_ANSWERS", "claim-1:colour=red")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"-addr", "127.0.0.1:0"}, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `-answers: answer rule 1 "claim-1:colour=red": unknown change`, "MODELSIM_ANSWERS is checked as the flag is")
+}
+
+func TestRunAppliesAnswerRules(t *testing.T) {
+	t.Setenv("MODELSIM_ANSWERS", "claim-cmd-1:category=theft") // the flag wins over the environment
+	base, _, _ := start(t, "-answers", "other:fraud_score=1; claim-cmd-\\d+ : category=fire, fraud_score=75")
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(claimBody))
+	require.NoError(t, err)
+	var completion struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&completion))
+	resp.Body.Close()
+	require.Len(t, completion.Choices, 1)
+	var triage struct {
+		Category   string `json:"category"`
+		FraudScore int    `json:"fraud_score"`
+		Summary    string `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(completion.Choices[0].Message.Content), &triage))
+	assert.Equal(t, "fire", triage.Category)
+	assert.Equal(t, 75, triage.FraudScore)
+	assert.True(t, strings.HasSuffix(triage.Summary, " (answer rule 2) (answer 1)"), triage.Summary)
+
+	resp, err = http.Get(base + "/_sim/calls")
+	require.NoError(t, err)
+	var calls []struct {
+		ClaimID string `json:"claim_id"`
+		Rule    int    `json:"rule"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&calls))
+	resp.Body.Close()
+	require.Len(t, calls, 1)
+	assert.Equal(t, "claim-cmd-1", calls[0].ClaimID)
+	assert.Equal(t, 2, calls[0].Rule)
 }
