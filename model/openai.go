@@ -57,6 +57,11 @@ type OpenAIConfig struct {
 	// OnWait, when set, hears of every wait for capacity: why ("budget",
 	// "provider", or either with "-handed-back") and how long.
 	OnWait func(ctx context.Context, why string, d time.Duration)
+	// Prompts, when set, are the system prompts sent instead of the
+	// compiled-in ones (DefaultPrompts; the worker's MODEL_PROMPTS_FILE).
+	// They are copied when the model is built and must pass Prompts.Check:
+	// each keeps the untrusted-data rule word for word.
+	Prompts *Prompts
 }
 
 // OpenAIModel is the Model behind the Chat Completions API, through the
@@ -67,6 +72,10 @@ type OpenAIConfig struct {
 type OpenAIModel struct {
 	client openai.Client
 	cfg    OpenAIConfig
+	// prompts are the system prompts sent, version their prompt version:
+	// both fixed when the model is built (zero: the compiled-in ones).
+	prompts Prompts
+	version string
 }
 
 // NewOpenAIModel checks the configuration and builds the client.
@@ -92,12 +101,30 @@ func NewOpenAIModel(cfg OpenAIConfig) (*OpenAIModel, error) {
 	if cfg.HTTPClient != nil {
 		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
 	}
-	return &OpenAIModel{client: openai.NewClient(opts...), cfg: cfg}, nil
+	prompts := DefaultPrompts()
+	if cfg.Prompts != nil {
+		if err := cfg.Prompts.Check(); err != nil {
+			return nil, fmt.Errorf("model prompts: %w", err)
+		}
+		prompts = *cfg.Prompts // a copy: the caller's may change, what is sent does not
+	}
+	return &OpenAIModel{client: openai.NewClient(opts...), cfg: cfg, prompts: prompts, version: promptSetFor(prompts).version()}, nil
+}
+
+// systemPrompts are the prompts this model sends: those it was built with,
+// or the compiled-in ones.
+func (m *OpenAIModel) systemPrompts() Prompts {
+	if m.prompts == (Prompts{}) {
+		return DefaultPrompts()
+	}
+	return m.prompts
 }
 
 // Name identifies the provider and model in the ledger and the audit.
 func (m *OpenAIModel) Name() string { return "openai/" + m.cfg.Model }
 
+// The compiled-in system prompts (DefaultPrompts); OpenAIConfig.Prompts
+// replaces them.
 const triageSystemPrompt = `You triage insurance claims. Check the facts with the tools before you answer:
 the policy (lookup_policy), the claimant's prior claims (prior_claims) and the documents (get_document_text).
 Use flag_fraud_signal to raise a fraud signal for investigators when the evidence suggests fraud.
@@ -194,7 +221,7 @@ func toolPrompt(name, content string) string { return MarkUntrusted("tool:"+name
 
 // TriageTurn asks the model for its next move: tool calls, or the triage.
 func (m *OpenAIModel) TriageTurn(ctx context.Context, req TurnRequest) (Reply[Turn], error) {
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(triageSystemPrompt), openai.UserMessage(claimPrompt(req.Claim))}
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(m.systemPrompts().TriageSystem), openai.UserMessage(claimPrompt(req.Claim))}
 	for _, msg := range req.Messages {
 		msgs = append(msgs, toParam(msg))
 	}
@@ -258,7 +285,7 @@ func (m *OpenAIModel) Triage(ctx context.Context, c claim.Claim) (Reply[Triage],
 // claim goes to a human with the covered amount proposed: it is never paid
 // on an answer we could not parse.
 func (m *OpenAIModel) Assess(ctx context.Context, r AssessRequest) (Reply[Assessment], error) {
-	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(assessSystemPrompt), openai.UserMessage(assessPrompt(r))}
+	msgs := []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(m.systemPrompts().AssessSystem), openai.UserMessage(assessPrompt(r))}
 	params := openai.ChatCompletionNewParams{Model: m.cfg.Model, ResponseFormat: responseFormat("assessment", assessSchema)}
 	var usage Usage
 	var exchange []Message

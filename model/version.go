@@ -27,12 +27,22 @@ const rulesPromptVersion = "rules-1"
 func (RulesModel) PromptVersion() string { return rulesPromptVersion }
 
 // PromptVersion is "sha256:" and the hex SHA-256 of everything the provider
-// sends that shapes its answers other than the claim (promptSet): the same
-// for every deployment of one build's prompts, whatever the endpoint, model
-// or key, and different as soon as one word of them changes.
-func (m *OpenAIModel) PromptVersion() string { return openAIPromptVersion() }
+// sends that shapes its answers other than the claim (promptSet), with the
+// system prompts it was built with (OpenAIConfig.Prompts): the same for
+// every deployment of the same prompts, whatever the endpoint, model or
+// key, and different as soon as one word of them changes. The compiled-in
+// prompts give the version they always gave. It is computed once, in
+// NewOpenAIModel.
+func (m *OpenAIModel) PromptVersion() string {
+	if m.version == "" {
+		return defaultPromptVersion()
+	}
+	return m.version
+}
 
-var openAIPromptVersion = sync.OnceValue(func() string { return openAIPrompts().version() })
+// defaultPromptVersion is the compiled-in prompts' version, for a model
+// not built by NewOpenAIModel.
+var defaultPromptVersion = sync.OnceValue(func() string { return openAIPrompts().version() })
 
 // promptSet is what the OpenAI-compatible provider's requests hold besides
 // the claim, the conversation and the model's name: the system prompts, the
@@ -51,11 +61,15 @@ type promptSet struct {
 	FixFrame     string `json:"fix_frame"`
 }
 
-// openAIPrompts is the provider's promptSet as this build sends it.
-func openAIPrompts() promptSet {
+// openAIPrompts is the provider's promptSet as this build sends it with the
+// compiled-in prompts.
+func openAIPrompts() promptSet { return promptSetFor(DefaultPrompts()) }
+
+// promptSetFor is the provider's promptSet with the given system prompts.
+func promptSetFor(p Prompts) promptSet {
 	return promptSet{
-		TriageSystem: triageSystemPrompt,
-		AssessSystem: assessSystemPrompt,
+		TriageSystem: p.TriageSystem,
+		AssessSystem: p.AssessSystem,
 		Tools:        toolDefinitions,
 		TriageFormat: responseFormat("triage", triageSchema),
 		AssessFormat: responseFormat("assessment", assessSchema),

@@ -213,7 +213,7 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		go h.Run(hctx, healEvery, 15)
 	}
 	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name(),
-		"deployment", deployment.Name, "build_id", deployment.BuildID, "versioning", deployment.Versioning)
+		"prompt_version", acts.Model.PromptVersion(), "deployment", deployment.Name, "build_id", deployment.BuildID, "versioning", deployment.Versioning)
 	// The version exists on the server once the worker has polled: the
 	// watcher reads it from then on, and makes it current when the
 	// deployment has none (worker/deployment.go).
@@ -340,10 +340,18 @@ func describer(c client.Client) func(ctx context.Context, id, runID string) (act
 // offline default) or openai (any Chat Completions endpoint: MODEL_BASE_URL,
 // MODEL_NAME, MODEL_API_KEY, MODEL_TIMEOUT, MODEL_MAX_INVALID_ANSWERS), with
 // MODEL_TOKENS_PER_MINUTE the rate every worker on the claims store shares
-// (MODEL_BUDGET names it, MODEL_MAX_WAIT bounds a wait in one call).
+// (MODEL_BUDGET names it, MODEL_MAX_WAIT bounds a wait in one call) and
+// MODEL_PROMPTS_FILE its system prompts (model.LoadPrompts; the compiled-in
+// ones without it).
 func newModel(st *store.Store) (model.Model, error) {
+	promptsFile := config.Get("MODEL_PROMPTS_FILE", "")
 	switch p := config.Get("MODEL_PROVIDER", "rules"); p {
 	case "rules":
+		if promptsFile != "" {
+			// Refused, not ignored: a candidate prompt the worker never sent
+			// must not look tried.
+			return nil, errors.New("MODEL_PROMPTS_FILE needs MODEL_PROVIDER=openai: the rules model has no prompt")
+		}
 		return model.RulesModel{}, nil
 	case "openai":
 		timeout, err := config.Duration("MODEL_TIMEOUT", time.Minute)
@@ -361,6 +369,13 @@ func newModel(st *store.Store) (model.Model, error) {
 			}}
 		if cfg.MaxWait, err = config.Duration("MODEL_MAX_WAIT", 30*time.Second); err != nil {
 			return nil, err
+		}
+		if promptsFile != "" {
+			prompts, err := model.LoadPrompts(promptsFile)
+			if err != nil {
+				return nil, fmt.Errorf("MODEL_PROMPTS_FILE: %w", err)
+			}
+			cfg.Prompts = &prompts
 		}
 		tpm, err := config.Int("MODEL_TOKENS_PER_MINUTE", 0)
 		if err != nil || tpm < 0 {

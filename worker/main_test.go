@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/durableclaims/durableclaims/model"
 )
 
 // A dependency that fails at start is an error the worker exits on, never
@@ -27,4 +32,56 @@ func TestNewActivitiesFailsCleanly(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, acts.Store)
 	closeAll()
+}
+
+// MODEL_PROMPTS_FILE gives the OpenAI-compatible provider its system
+// prompts, and so its prompt version; the rules model has none, so a
+// worker asked to use one with it refuses to start.
+func TestModelPromptsFile(t *testing.T) {
+	for _, name := range []string{"MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_TIMEOUT", "MODEL_MAX_INVALID_ANSWERS",
+		"MODEL_MAX_WAIT", "MODEL_TOKENS_PER_MINUTE", "MODEL_BUDGET"} {
+		t.Setenv(name, "")
+	}
+	example := filepath.Join("..", "examples", "prompts.json")
+
+	t.Setenv("MODEL_PROVIDER", "")
+	t.Setenv("MODEL_PROMPTS_FILE", example)
+	_, err := newModel(nil)
+	require.EqualError(t, err, "MODEL_PROMPTS_FILE needs MODEL_PROVIDER=openai: the rules model has no prompt", "rules is the default provider")
+	t.Setenv("MODEL_PROVIDER", "rules")
+	_, err = newModel(nil)
+	require.EqualError(t, err, "MODEL_PROMPTS_FILE needs MODEL_PROVIDER=openai: the rules model has no prompt")
+
+	t.Setenv("MODEL_PROVIDER", "openai")
+	t.Setenv("MODEL_NAME", "gpt-4o-mini")
+	t.Setenv("MODEL_PROMPTS_FILE", "")
+	compiledIn, err := newModel(nil)
+	require.NoError(t, err)
+	t.Setenv("MODEL_PROMPTS_FILE", example)
+	fromExample, err := newModel(nil)
+	require.NoError(t, err)
+	assert.Equal(t, compiledIn.PromptVersion(), fromExample.PromptVersion(), "the example file is the compiled-in prompts")
+
+	candidate := model.DefaultPrompts()
+	candidate.AssessSystem += "\nPrefer needs_review when the documents disagree."
+	b, err := json.Marshal(candidate)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "candidate.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	t.Setenv("MODEL_PROMPTS_FILE", path)
+	fromCandidate, err := newModel(nil)
+	require.NoError(t, err)
+	assert.NotEqual(t, compiledIn.PromptVersion(), fromCandidate.PromptVersion())
+
+	broken := filepath.Join(t.TempDir(), "broken.json")
+	require.NoError(t, os.WriteFile(broken, []byte(`{"triage_system":"Classify the claim.","assess_system":"Pay it."}`), 0o600))
+	t.Setenv("MODEL_PROMPTS_FILE", broken)
+	_, err = newModel(nil)
+	require.ErrorContains(t, err, "MODEL_PROMPTS_FILE")
+	require.ErrorContains(t, err, broken)
+	require.ErrorContains(t, err, "untrusted-data rule")
+
+	t.Setenv("MODEL_PROMPTS_FILE", filepath.Join(t.TempDir(), "missing.json"))
+	_, err = newModel(nil)
+	require.ErrorContains(t, err, "missing.json")
 }
