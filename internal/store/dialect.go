@@ -41,6 +41,9 @@ type dialect struct {
 	claimant func(field string) string
 	// greatest is the larger of two numbers.
 	greatest string
+	// readOnly: the store was opened with OpenReadOnly, on a connection
+	// the database itself refuses writes on.
+	readOnly bool
 }
 
 var sqlite = dialect{
@@ -120,11 +123,20 @@ func Redact(dsn string) string {
 	return redact(dsn)
 }
 
-// redact hides a URL's password in messages and logs.
+// redact hides a URL's password in messages and logs: the user's, and a
+// password or sslpassword query parameter (pgx takes either).
 func redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(a database URL that does not parse)"
+	}
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
+		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
 }
