@@ -208,21 +208,11 @@ func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, er
 		return ToolResult{}, err
 	}
 	in.Scope = ScopeOf(rec.Claim)
-	content, err := a.tool(ctx, in)
-	res := ToolResult{CallID: in.Call.ID, Name: in.Call.Name, Meta: meta(ctx)}
-	var refused *toolRefusal
-	switch {
-	case errors.As(err, &refused):
-		res.IsError = true
-		content = map[string]string{"error": refused.msg}
-	case err != nil:
-		return ToolResult{}, err
-	}
-	b, err := json.Marshal(content)
+	res, err := a.tools().Call(ctx, in)
 	if err != nil {
 		return ToolResult{}, err
 	}
-	res.Content = string(b)
+	res.Meta = meta(ctx)
 	outcome := "ok"
 	if res.IsError {
 		outcome = "refused"
@@ -258,7 +248,56 @@ func (e *toolRefusal) Error() string { return e.msg }
 
 func refuse(format string, args ...any) error { return &toolRefusal{fmt.Sprintf(format, args...)} }
 
-func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
+// tools are the triage tools of the claim workflow: the read tools, with a
+// raised fraud signal written to the store.
+func (a *Activities) tools() ReadTools {
+	return ReadTools{Store: a.Store, Policies: a.Policies, Blobs: a.Blobs, flag: func(ctx context.Context, f store.FraudFlag) error {
+		replayed, err := a.Store.FlagFraud(ctx, f)
+		if errors.Is(err, store.ErrConflict) {
+			return ledgerConflict(ctx, f.Key, err)
+		}
+		if err == nil && replayed {
+			ledgerReplay(ctx)
+		}
+		return err
+	}}
+}
+
+// ReadTools answer the triage agent's tools from the system of record
+// without changing it: lookup_policy, get_document_text and prior_claims
+// read, and flag_fraud_signal is answered as the live tool answers but
+// records nothing (a what-if's tools: package whatif). The claim
+// workflow's own tools are these with the flag written (CallTool).
+type ReadTools struct {
+	Store    *store.Store
+	Policies map[string]claim.Policy
+	Blobs    *blobs.Store
+	// flag writes a raised signal; nil: nothing is written.
+	flag func(context.Context, store.FraudFlag) error
+}
+
+// Call answers one tool call within the claim's scope, as CallTool does,
+// writing nothing.
+func (t ReadTools) Call(ctx context.Context, in ToolInput) (ToolResult, error) {
+	content, err := t.answer(ctx, in)
+	res := ToolResult{CallID: in.Call.ID, Name: in.Call.Name}
+	var refused *toolRefusal
+	switch {
+	case errors.As(err, &refused):
+		res.IsError = true
+		content = map[string]string{"error": refused.msg}
+	case err != nil:
+		return ToolResult{}, err
+	}
+	b, err := json.Marshal(content)
+	if err != nil {
+		return ToolResult{}, err
+	}
+	res.Content = string(b)
+	return res, nil
+}
+
+func (t ReadTools) answer(ctx context.Context, in ToolInput) (any, error) {
 	var args map[string]any
 	if strings.TrimSpace(in.Call.Arguments) != "" {
 		if err := json.Unmarshal([]byte(in.Call.Arguments), &args); err != nil {
@@ -276,7 +315,7 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		if id != sc.PolicyID {
 			return nil, refuse("policy %q is not this claim's policy (%s)", id, sc.PolicyID)
 		}
-		p, ok := a.Policies[id]
+		p, ok := t.Policies[id]
 		if !ok {
 			return map[string]any{"found": false, "policy_id": id}, nil
 		}
@@ -287,7 +326,7 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		name := str("name")
 		for _, d := range sc.Documents {
 			if d.Name == name {
-				return a.documentText(ctx, sc.ClaimID, d)
+				return documentText(ctx, t.Blobs, sc.ClaimID, d)
 			}
 		}
 		names := make([]string, 0, len(sc.Documents))
@@ -296,7 +335,7 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		}
 		return nil, refuse("no document %q on this claim; it has %v", name, names)
 	case ToolPriorClaims:
-		prior, total, capped, err := a.Store.PriorClaims(ctx, sc.ClaimID, sc.Email, sc.Account, 5)
+		prior, total, capped, err := t.Store.PriorClaims(ctx, sc.ClaimID, sc.Email, sc.Account, 5)
 		if err != nil {
 			return nil, err
 		}
@@ -314,15 +353,10 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 		if len(note) > 1000 {
 			note = note[:1000]
 		}
-		replayed, err := a.Store.FlagFraud(ctx, store.FraudFlag{Key: in.Key, ClaimID: sc.ClaimID, Signal: signal, Note: note})
-		if errors.Is(err, store.ErrConflict) {
-			return nil, ledgerConflict(ctx, in.Key, err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if replayed {
-			ledgerReplay(ctx)
+		if t.flag != nil {
+			if err := t.flag(ctx, store.FraudFlag{Key: in.Key, ClaimID: sc.ClaimID, Signal: signal, Note: note}); err != nil {
+				return nil, err
+			}
 		}
 		return map[string]any{"flagged": true, "signal": signal}, nil
 	}
@@ -332,17 +366,17 @@ func (a *Activities) tool(ctx context.Context, in ToolInput) (any, error) {
 // documentText is what get_document_text answers: the start of a text
 // document, or what kind of file it is when it is not text. Only the
 // claim's own documents in the blob store are read, never a path.
-func (a *Activities) documentText(ctx context.Context, claimID string, d claim.Document) (any, error) {
+func documentText(ctx context.Context, bs *blobs.Store, claimID string, d claim.Document) (any, error) {
 	out := map[string]any{"name": d.Name, "size": d.Size}
-	if a.Blobs == nil || d.URI == "" {
+	if bs == nil || d.URI == "" {
 		out["text"] = nil
 		out["note"] = "the document is not in the blob store"
 		return out, nil
 	}
-	if err := a.Blobs.CheckDocument(claimID, d.URI); err != nil {
+	if err := bs.CheckDocument(claimID, d.URI); err != nil {
 		return nil, refuse("document %q is not one of this claim's documents in the blob store", d.Name)
 	}
-	b, err := a.Blobs.Get(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, MaxToolResultBytes)
+	b, err := bs.Get(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, MaxToolResultBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -397,7 +397,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 			OutputSHA256: res.OutputSHA256}, res.Usage)
 		r.assessAnswer = res.OutputSHA256
 	}
-	payout := min(max(res.Output.RecommendedMinor, 0), r.coverage.CoveredMinor)
+	payout := clampPayout(res.Output.RecommendedMinor, r.coverage)
 	r.setPayout(payout)
 	if payout == 0 {
 		r.reason = "assessment recommends no payout: " + res.Output.Rationale
