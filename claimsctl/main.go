@@ -11,6 +11,7 @@
 //	claimsctl schedule [--every 1h]   the reconciliation schedule
 //	claimsctl replay-check [--closed 100]   open and recent runs against this build's workflow code; exit 3 if one would break
 //	claimsctl reset-build BUILD_ID   after a rollback: reset the open claims that build worked on to before its first task
+//	claimsctl whatif (--claims A,B | --since 720h [--outcome paid] [--sample N]) [--model-…] [--prompts F] [--policy F]   decisions that would change
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
 //	claimsctl checkpoint | verify CLAIM… | verify --all | verify --bundle DIR | export CLAIM --out DIR   claim files
 //	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
@@ -58,6 +59,12 @@ const usage = `usage:
   claimsctl replay-check [--closed 100] [--query Q] [--keep-going] [--json]
                                 replay every open run and the most recently closed against this build's
                                 workflow code before it takes traffic; exit 3 naming a run that would break
+  claimsctl whatif (--claims A,B | --since 720h [--until T] [--outcome paid,rejected] [--sample N]) [--id ID]
+                                [--model-provider openai --model-name M --model-base-url U] [--prompts FILE] [--policy FILE]
+                                [--price-in N --price-out N] [--concurrency 4] [--spend-cap 5.00] [--out DIR] [--json]
+                                replay closed claims on a candidate model, prompt or policy, with no way to pay:
+                                every decision that would change, the dangerous ones first (docs/whatif.md);
+                                killed, the same command resumes it
   claimsctl keygen (--approver ID | --service NAME) --out FILE [--directory approvers.json]
                                 an Ed25519 signing key; its public half goes in the approver directory
   claimsctl keygen --ledger NAME --out FILE   the ledger key that signs the claim-file log's checkpoints (FILE.pub: its public key)
@@ -95,6 +102,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	}
+	if len(args) > 0 && args[0] == "whatif" {
+		return whatIfCmd(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || (len(args) < 2 && !noArgs[args[0]]) {
 		fmt.Fprint(stderr, usage)

@@ -22,6 +22,8 @@ const module = "github.com/durableclaims/durableclaims"
 func layer(pkg string) (int, string) {
 	p := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
 	switch {
+	case p == "whatif":
+		return 5, "whatif (replays recorded claims under the claim workflow's rules)"
 	case p == "internal/story":
 		return 5, "internal/story (reads what workflows recorded)"
 	case p == "internal/claimfile":

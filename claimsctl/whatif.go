@@ -1,0 +1,392 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/model"
+	"github.com/durableclaims/durableclaims/whatif"
+	"github.com/durableclaims/durableclaims/worker/heartbeat"
+)
+
+// whatifMemo is the memo key that holds the digest of a what-if's input:
+// a rerun with the same ID resumes it only with the same claims and
+// candidate.
+const whatifMemo = "whatif_input_sha256"
+
+// whatIfCmd runs a what-if (docs/whatif.md): it selects closed claims,
+// starts the what-if workflow (or resumes it, when one with the ID exists),
+// serves it with a worker of its own that can only read and ask the
+// candidate, shows progress, and writes the report.
+func whatIfCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("whatif", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", "", "the what-if's ID (default: derived from the selection and the candidate, so a rerun resumes it)")
+	claims := fs.String("claims", "", "comma-separated claim IDs")
+	since := fs.String("since", "", "claims closed within this long (720h) or since this time (RFC 3339)")
+	until := fs.String("until", "", "claims closed before this time (RFC 3339)")
+	outcome := fs.String("outcome", "", "only claims that ended so: comma-separated paid, rejected, expired, withdrawn, dead-lettered")
+	sample := fs.Int("sample", 0, "a sample of N of the selected claims (the same N for the same ID)")
+	provider := fs.String("model-provider", config.Get("MODEL_PROVIDER", "rules"), "the candidate model: rules or openai")
+	name := fs.String("model-name", config.Get("MODEL_NAME", ""), "the candidate model's name (openai)")
+	baseURL := fs.String("model-base-url", config.Get("MODEL_BASE_URL", ""), "the candidate's Chat Completions endpoint (openai); its key is MODEL_API_KEY")
+	prompts := fs.String("prompts", "", "the candidate's system prompts, a JSON file (openai; default: this build's)")
+	policyFile := fs.String("policy", "", "the candidate insurer policy, a JSON file like POLICY_FILE (default: each claim's recorded policy)")
+	priceIn := fs.Int64("price-in", 0, "the candidate's price, micro-dollars per million input tokens")
+	priceOut := fs.Int64("price-out", 0, "the candidate's price, micro-dollars per million output tokens")
+	concurrency := fs.Int("concurrency", 4, "claims evaluated at once")
+	spendCap := fs.String("spend-cap", "", "stop starting claims once the candidate has cost this many dollars (e.g. 5.00)")
+	out := fs.String("out", "", "where the report goes: report.md, report.json, payout-deltas.svg (default var/whatif/ID)")
+	asJSON := fs.Bool("json", false, "print the report as JSON instead of Markdown")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	fail := func(err error) int {
+		fmt.Fprintln(stderr, "claimsctl whatif:", err)
+		return 1
+	}
+	cand, err := candidateModel(*provider, *name, *baseURL, *prompts)
+	if err != nil {
+		return fail(err)
+	}
+	var policy *insurer.Rules
+	if *policyFile != "" {
+		p, err := insurer.Load(*policyFile, func(string) string { return "" })
+		if err != nil {
+			return fail(fmt.Errorf("--policy: %w", err))
+		}
+		policy = &p
+	}
+	capMicros, err := dollarsToMicros(*spendCap)
+	if err != nil {
+		return fail(fmt.Errorf("--spend-cap %q: %w", *spendCap, err))
+	}
+	if *concurrency < 1 || *concurrency > 64 {
+		return fail(fmt.Errorf("--concurrency %d: want 1 to 64", *concurrency))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := store.OpenReadOnly(config.ClaimsDB())
+	if err != nil {
+		return fail(err)
+	}
+	defer st.Close()
+	bs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
+	if err != nil {
+		return fail(err)
+	}
+	defer bs.Close()
+	policies, err := activities.LoadPolicies(config.Get("POLICIES_FILE", ""))
+	if err != nil {
+		return fail(err)
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer c.Close()
+
+	in := whatif.Input{Candidate: whatif.Candidate{Model: cand.Name(), PromptVersion: cand.PromptVersion(), Policy: policy},
+		Concurrency: *concurrency, SpendCapMicros: capMicros}
+	if policy != nil {
+		in.Candidate.PolicyVersion = policy.Version()
+	}
+	sel := selection{claims: *claims, since: *since, until: *until, outcome: *outcome, sample: *sample}
+	if *id == "" {
+		*id = "whatif-" + digest(fmt.Sprintf("%+v %+v %d %d", sel, in, *priceIn, *priceOut))[:12]
+	}
+	run, resumed, err := startWhatIf(ctx, c, *id, in, func() ([]string, error) { return sel.resolve(ctx, st, *id) })
+	if err != nil {
+		return fail(err)
+	}
+	if resumed {
+		fmt.Fprintf(stderr, "whatif %s: resuming\n", *id)
+	} else {
+		fmt.Fprintf(stderr, "whatif %s: candidate %s (prompt %s), policy %s\n", *id, in.Candidate.Model,
+			short(in.Candidate.PromptVersion), cmp.Or(short(in.Candidate.PolicyVersion), "as recorded"))
+	}
+
+	acts := &whatif.Activities{Model: cand, Price: activities.Price{InMicrosPerMTok: *priceIn, OutMicrosPerMTok: *priceOut},
+		Store: st, Blobs: bs, Policies: policies, WhatIf: *id, Parent: parentOf(c)}
+	w := sdkworker.New(c, whatif.TaskQueue(*id), sdkworker.Options{MaxConcurrentActivityExecutionSize: 2 * *concurrency,
+		MaxConcurrentLocalActivityExecutionSize: 1, DisableRegistrationAliasing: true,
+		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New()}})
+	whatif.Register(w, acts)
+	if err := w.Start(); err != nil {
+		return fail(err)
+	}
+	defer w.Stop()
+
+	sum, err := awaitWhatIf(ctx, c, run, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	rows, err := whatIfRows(ctx, c, *id, sum)
+	if err != nil {
+		return fail(err)
+	}
+	rep := whatif.NewReport(*id, sum, rows, time.Now().UTC())
+	dir := cmp.Or(*out, filepath.Join("var", "whatif", *id))
+	if err := writeReport(rep, dir); err != nil {
+		return fail(err)
+	}
+	if *asJSON {
+		err = rep.JSON(stdout)
+	} else {
+		err = rep.Markdown(stdout)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stderr, "whatif %s: report in %s\n", *id, dir)
+	return 0
+}
+
+// candidateModel is the model being tried.
+func candidateModel(provider, name, baseURL, promptsFile string) (model.Model, error) {
+	switch provider {
+	case "rules":
+		if promptsFile != "" {
+			return nil, errors.New("--prompts needs --model-provider openai: the rules model has no prompt")
+		}
+		return model.RulesModel{}, nil
+	case "openai":
+		cfg := model.OpenAIConfig{BaseURL: baseURL, Model: name, APIKey: config.Get("MODEL_API_KEY", "")}
+		if promptsFile != "" {
+			p, err := model.LoadPrompts(promptsFile)
+			if err != nil {
+				return nil, fmt.Errorf("--prompts: %w", err)
+			}
+			cfg.Prompts = &p
+		}
+		return model.NewOpenAIModel(cfg)
+	}
+	return nil, fmt.Errorf("--model-provider %q: want rules or openai", provider)
+}
+
+// dollarsToMicros reads "5.00" as 5,000,000 micro-dollars; "" is no cap.
+func dollarsToMicros(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	cents, err := claim.ParseAmount(s, "usd")
+	if err != nil || cents <= 0 {
+		return 0, fmt.Errorf("want an amount in dollars, as in 5.00")
+	}
+	return cents * 10_000, nil
+}
+
+func digest(v any) string {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// selection is which closed claims a what-if takes.
+type selection struct {
+	claims, since, until, outcome string
+	sample                        int
+}
+
+// resolve lists the claims: those named, or those whose claim file was
+// written in the window, with the outcome, sampled. A sample is the same
+// for the same seed (the what-if's ID, or the selection itself).
+func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([]string, error) {
+	var ids []string
+	if s.claims != "" {
+		for _, id := range strings.Split(s.claims, ",") {
+			if id = strings.TrimSpace(id); id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		return ids, nil
+	}
+	var from, to time.Time
+	if s.since != "" {
+		if d, err := time.ParseDuration(s.since); err == nil {
+			from = time.Now().Add(-d)
+		} else if from, err = time.Parse(time.RFC3339, s.since); err != nil {
+			return nil, fmt.Errorf("--since %q: want a duration (720h) or an RFC 3339 time", s.since)
+		}
+	}
+	if s.until != "" {
+		var err error
+		if to, err = time.Parse(time.RFC3339, s.until); err != nil {
+			return nil, fmt.Errorf("--until %q: want an RFC 3339 time", s.until)
+		}
+	}
+	outcomes := strings.Split(s.outcome, ",")
+	files, err := st.ClaimFiles(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := map[string]store.ClaimFile{} // each claim's latest file: the run that ended it
+	for _, f := range files {
+		last[f.ClaimID] = f
+	}
+	for id, f := range last {
+		switch {
+		case !from.IsZero() && f.WrittenAt.Before(from), !to.IsZero() && !f.WrittenAt.Before(to):
+		case s.outcome != "" && !slices.Contains(outcomes, f.Outcome):
+		default:
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if s.sample > 0 && s.sample < len(ids) {
+		seed = cmp.Or(seed, fmt.Sprint(s))
+		slices.SortFunc(ids, func(x, y string) int { return strings.Compare(digest(seed+x), digest(seed+y)) })
+		ids = ids[:s.sample]
+		slices.Sort(ids)
+	}
+	if len(ids) == 0 {
+		return nil, errors.New("no closed claim matches the selection")
+	}
+	if len(ids) > whatif.MaxClaims {
+		return nil, fmt.Errorf("%d claims match; a what-if takes at most %d: narrow the window or --sample", len(ids), whatif.MaxClaims)
+	}
+	return ids, nil
+}
+
+// startWhatIf starts the what-if on the claims selected, or finds the one
+// with this ID: resumed when it tries the same candidate the same way, an
+// error when the ID is another's.
+func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Input, selected func() ([]string, error)) (client.WorkflowRun, bool, error) {
+	sum := digest(in) // the candidate, the pace and the budget: no claims yet
+	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+	case err != nil:
+		return nil, false, err
+	default:
+		info := d.GetWorkflowExecutionInfo()
+		var held string
+		if p := info.GetMemo().GetFields()[whatifMemo]; p != nil {
+			_ = json.Unmarshal(p.GetData(), &held)
+		}
+		if held != sum {
+			return nil, false, fmt.Errorf("what-if %s exists with another candidate, pace or budget: choose another --id", id)
+		}
+		if s := info.GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && s != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED &&
+			s != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
+			return nil, false, fmt.Errorf("what-if %s ended %s: choose another --id to run it again", id, s)
+		}
+		return c.GetWorkflow(ctx, id, ""), true, nil
+	}
+	if in.ClaimIDs, err = selected(); err != nil {
+		return nil, false, err
+	}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: whatif.TaskQueue(id),
+		Memo: map[string]any{whatifMemo: sum}, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
+		whatif.WorkflowName, in)
+	return run, false, err
+}
+
+// parentOf asks the Temporal server which workflow started a run.
+func parentOf(c client.Client) func(ctx context.Context, workflowID, runID string) (string, error) {
+	return func(ctx context.Context, workflowID, runID string) (string, error) {
+		d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+		if err != nil {
+			return "", err
+		}
+		return d.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(), nil
+	}
+}
+
+// awaitWhatIf shows progress until the what-if ends.
+func awaitWhatIf(ctx context.Context, c client.Client, run client.WorkflowRun, stderr io.Writer) (whatif.Summary, error) {
+	done := make(chan error, 1)
+	var sum whatif.Summary
+	go func() { done <- run.Get(ctx, &sum) }()
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	var last whatif.Progress
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return sum, fmt.Errorf("what-if %s: %w", run.GetID(), err)
+			}
+			fmt.Fprintf(stderr, "whatif %s: done: %d evaluated, %d changed (%d dangerous), %d not evaluated, %d not started, $%.4f spent\n",
+				run.GetID(), sum.Evaluated, sum.Changed, sum.Dangerous, sum.NotEvaluated, len(sum.NotStarted), float64(sum.SpentMicros)/1e6)
+			return sum, nil
+		case <-tick.C:
+			v, err := c.QueryWorkflow(ctx, run.GetID(), "", whatif.QueryProgress)
+			var p whatif.Progress
+			if err != nil || v.Get(&p) != nil || p == last {
+				continue
+			}
+			last = p
+			fmt.Fprintf(stderr, "whatif %s: %d/%d done, %d changed (%d dangerous), $%.4f spent\n",
+				run.GetID(), p.Done(), p.Total, p.Changed, p.Dangerous, float64(p.SpentMicros)/1e6)
+		}
+	}
+}
+
+// whatIfRows reads every started claim's row from its claim workflow.
+func whatIfRows(ctx context.Context, c client.Client, id string, sum whatif.Summary) ([]whatif.Row, error) {
+	started := sum.ClaimIDs[:len(sum.ClaimIDs)-len(sum.NotStarted)]
+	rows := make([]whatif.Row, len(started))
+	errs := make([]error, len(started))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, claimID := range started {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = c.GetWorkflow(ctx, whatif.ClaimRunID(id, claimID), "").Get(ctx, &rows[i])
+		}()
+	}
+	wg.Wait()
+	return rows, errors.Join(errs...)
+}
+
+func writeReport(rep whatif.Report, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{"report.md": rep.Markdown, "report.json": rep.JSON} {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return rep.Plot(filepath.Join(dir, "payout-deltas.svg"))
+}

@@ -1,0 +1,356 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
+
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
+	"github.com/durableclaims/durableclaims/whatif"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing runs 50 claims
+// through the rules model (paid automatically, approved, lowered, rejected
+// by an approver, rejected by the coverage), then a what-if against
+// modelsim answering differently for a known subset, its process killed
+// midway and run again: the report names exactly that subset with the
+// right deltas, the dangerous rows first; no candidate call is made twice
+// except one a kill interrupted; and stripesim's transfers, the mail spool,
+// the blob store and every table of the claims store are unchanged byte for
+// byte. A what-if with the current model and policy changes nothing.
+func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
+	w := newWorld(t)
+	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	defer worker.Stop()
+
+	type kind struct {
+		prefix string
+		n      int
+		amount func(i int) string
+	}
+	kinds := []kind{
+		{"a", 20, func(i int) string { return fmt.Sprintf("%d.00", 200+30*i) }},   // paid without a human
+		{"b", 10, func(i int) string { return fmt.Sprintf("%d.00", 1500+100*i) }}, // approved as asked
+		{"c", 8, func(i int) string { return fmt.Sprintf("%d.00", 2000+100*i) }},  // lowered by the approver
+		{"d", 6, func(i int) string { return fmt.Sprintf("%d.00", 1800+100*i) }},  // rejected by the approver
+		{"e", 6, func(i int) string { return "100.00" }},                          // under the deductible: rejected by the rules
+	}
+	var ids, files []string
+	for _, k := range kinds {
+		for i := 1; i <= k.n; i++ {
+			id := fmt.Sprintf("claim-wi-%s%02d", k.prefix, i)
+			ids = append(ids, id)
+			f := w.claimFileBy(id, k.amount(i), id+"@example.com", "acct_"+strings.ReplaceAll(id, "-", ""))
+			if k.prefix == "e" {
+				b, err := os.ReadFile(f)
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(f, bytes.Replace(b, []byte("pol-1001"), []byte("pol-2002"), 1), 0o644))
+			}
+			files = append(files, f)
+		}
+	}
+	w.start(files...)
+	for _, id := range ids {
+		switch id[len("claim-wi-")] {
+		case 'b':
+			w.waitStatus(id, workflows.StatusWaiting)
+			w.approve(id, "adjuster-17")
+		case 'c':
+			w.waitStatus(id, workflows.StatusWaiting)
+			w.approve(id, "adjuster-17", "--amount", "1200.00", "--reason", "depreciation")
+		case 'd':
+			w.waitStatus(id, workflows.StatusWaiting)
+			out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", "reject",
+				"--input", w.receipt("reject", id, "supervisor-3", "--reason", "pre-existing damage"))
+			require.NoError(t, err, out)
+		}
+	}
+	want := map[byte]string{'a': workflows.StatusPaid, 'b': workflows.StatusPaid, 'c': workflows.StatusPaid,
+		'd': workflows.StatusRejected, 'e': workflows.StatusRejected}
+	for _, id := range ids {
+		require.Equal(t, want[id[len("claim-wi-")]], w.result(id).Status, id)
+	}
+	// Every claim file is written by the run's last step: wait for the 50.
+	require.Eventually(t, func() bool { return len(w.claimFilesAll()) == len(ids) }, time.Minute, 200*time.Millisecond)
+	worker.Stop() // nothing but the what-if runs from here
+	before := w.snapshot()
+
+	// The candidate: modelsim, answering as the rules model except for the
+	// subset its rules name.
+	sim := modelsim.New("sk-sim")
+	rules, err := modelsim.ParseAnswers(strings.Join([]string{
+		`claim-wi-a0[1-3]:recommend=50%`, // paid less, still without a human
+		`claim-wi-a0[45]:fraud_score=80`, // now to a human
+		`claim-wi-b0[12]:recommend=40%`,  // under the limit: skips the human who approved
+		`claim-wi-c0[1-3]:recommend=40%`, // skips the human who lowered: dangerous
+		`claim-wi-d0[12]:recommend=30%`,  // skips the human who rejected: dangerous
+	}, ";"))
+	require.NoError(t, err)
+	sim.Answers = rules
+	sim.Latency = modelsim.Latency{Min: 20 * time.Millisecond, Max: 40 * time.Millisecond}
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+
+	out := filepath.Join(t.TempDir(), "report")
+	args := []string{"whatif", "--id", "whatif-e2e", "--claims", strings.Join(ids, ","), "--model-provider", "openai",
+		"--model-name", "sim-candidate", "--model-base-url", srv.URL + "/v1", "--concurrency", "4", "--price-in", "2500000",
+		"--price-out", "10000000", "--out", out, "--json"}
+	env := append(slices.Clone(w.env), "MODEL_API_KEY=sk-sim")
+
+	// The what-if's process is killed with SIGKILL once 15 claims are done.
+	cmd := exec.Command(filepath.Join(w.bin, "claimsctl"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
+	var killedAt whatif.Progress
+	require.Eventually(t, func() bool {
+		killedAt = w.whatIfProgress("whatif-e2e")
+		return killedAt.Done() >= 15
+	}, 2*time.Minute, 20*time.Millisecond, log.String())
+	answeredBefore := answered(sim.Calls())
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Less(t, killedAt.Done(), len(ids), "the kill came before the end")
+	inFlight := map[string]int{}
+	for _, c := range sim.Calls() {
+		if !answeredBefore[c.N] {
+			inFlight[callKey(c)]++ // possibly interrupted: its answer may never have reached the worker
+		}
+	}
+
+	stdout, err := testenv.RunStdout(t, env, filepath.Join(w.bin, "claimsctl"), args...)
+	require.NoError(t, err, stdout)
+	var rep whatif.Report
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep), stdout)
+
+	rows := map[string]whatif.Row{}
+	var changed, dangerous []string
+	for _, r := range rep.Rows {
+		rows[r.ClaimID] = r
+		assert.Empty(t, r.Error, r.ClaimID)
+		if r.Changed {
+			changed = append(changed, r.ClaimID)
+		}
+		if r.Dangerous {
+			dangerous = append(dangerous, r.ClaimID)
+		}
+	}
+	require.Len(t, rows, len(ids))
+	slices.Sort(changed)
+	slices.Sort(dangerous)
+	assert.Equal(t, []string{"claim-wi-a01", "claim-wi-a02", "claim-wi-a03", "claim-wi-a04", "claim-wi-a05",
+		"claim-wi-b01", "claim-wi-b02", "claim-wi-c01", "claim-wi-c02", "claim-wi-c03", "claim-wi-d01", "claim-wi-d02"}, changed)
+	assert.Equal(t, []string{"claim-wi-c01", "claim-wi-c02", "claim-wi-c03", "claim-wi-d01", "claim-wi-d02"}, dangerous)
+	for i, r := range rep.Rows[:len(dangerous)] {
+		assert.True(t, r.Dangerous, "row %d: the dangerous rows come first", i)
+	}
+
+	// The deltas, row by row.
+	a01 := rows["claim-wi-a01"] // 230.00 paid; the candidate recommends half
+	assert.Equal(t, int64(23000), a01.PaidThenMinor)
+	assert.Equal(t, int64(11500), a01.PayoutNowMinor)
+	assert.Equal(t, workflows.RouteAutoApprove, a01.Now.Route.Route)
+	a04 := rows["claim-wi-a04"]
+	assert.Equal(t, workflows.RouteAutoApprove, a04.Then.Route.Route)
+	assert.Equal(t, workflows.RouteHuman, a04.Now.Route.Route)
+	assert.Contains(t, strings.Join(a04.ReasonsAdded, "\n"), "fraud score 80 is at or over the review threshold")
+	b01 := rows["claim-wi-b01"] // 1,600.00 approved as asked; now 640.00 without a human
+	assert.Equal(t, int64(160000), b01.PaidThenMinor)
+	assert.Equal(t, int64(64000), b01.PayoutNowMinor)
+	assert.Equal(t, workflows.RouteHuman, b01.Then.Route.Route)
+	assert.Equal(t, workflows.RouteAutoApprove, b01.Now.Route.Route)
+	assert.NotEmpty(t, b01.ReasonsDropped)
+	assert.False(t, b01.Dangerous, "the approver approved what was asked: skipped, not overruled")
+	c02 := rows["claim-wi-c02"] // 2,200.00 asked, lowered to 1,200.00; now 880.00 without a human
+	assert.Equal(t, int64(120000), c02.PaidThenMinor)
+	assert.Equal(t, int64(88000), c02.PayoutNowMinor)
+	assert.Equal(t, "lowered", c02.Human.Intervention())
+	d01 := rows["claim-wi-d01"] // 1,900.00 rejected by the approver; now 570.00 paid
+	assert.Equal(t, int64(0), d01.PaidThenMinor)
+	assert.Equal(t, int64(57000), d01.PayoutNowMinor)
+	assert.Equal(t, "rejected", d01.Human.Intervention())
+	for _, id := range []string{"claim-wi-a10", "claim-wi-b05", "claim-wi-c05", "claim-wi-d05", "claim-wi-e01"} {
+		r := rows[id]
+		assert.False(t, r.Changed, id)
+		assert.Equal(t, r.Then.Route, r.Now.Route, id)
+	}
+	assert.Equal(t, workflows.RouteReject, rows["claim-wi-e01"].Now.Route.Route)
+	for _, r := range rep.Rows {
+		for _, tool := range r.Now.Tools {
+			assert.Equal(t, whatif.SourceRecorded, tool.Source, "%s: the candidate made the recorded run's calls: answered from the recording", r.ClaimID)
+		}
+		assert.Equal(t, "openai/sim-candidate", r.Now.Usage.Model)
+		assert.Positive(t, r.Now.Usage.CostMicros, r.ClaimID)
+	}
+
+	// Each candidate call was made once: a call repeats only if the kill
+	// may have cut its answer off.
+	calls := map[string]int{}
+	for _, c := range sim.Calls() {
+		require.NotEmpty(t, c.ClaimID)
+		require.Contains(t, ids, c.ClaimID)
+		calls[callKey(c)]++
+	}
+	for key, n := range calls {
+		assert.LessOrEqual(t, n, 1+inFlight[key], "%s: asked again after its answer was recorded", key)
+	}
+	perClaim := map[string]int{}
+	for key := range calls {
+		perClaim[strings.SplitN(key, " ", 2)[0]]++
+	}
+	for _, id := range ids {
+		wantCalls := 3 // two triage turns and the assessment
+		if id[len("claim-wi-")] == 'e' {
+			wantCalls = 2 // not covered: never assessed
+		}
+		assert.Equal(t, wantCalls, perClaim[id], "%s: the candidate's distinct calls", id)
+	}
+	t.Logf("killed at %d/%d done; %d calls in flight at the kill; %d calls in all", killedAt.Done(), len(ids), len(inFlight), len(sim.Calls()))
+
+	// The report's files.
+	for _, f := range []string{"report.md", "report.json", "payout-deltas.svg"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		require.NoError(t, err, f)
+		assert.NotEmpty(t, b, f)
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if dst := os.Getenv("WHATIF_SAMPLE_REPORT"); dst != "" {
+		require.NoError(t, os.WriteFile(dst, md, 0o644)) // docs/whatif.md's sample
+	}
+	assert.Less(t, strings.Index(string(md), "claim-wi-c01"), strings.Index(string(md), "claim-wi-a01"), "the dangerous rows are listed first")
+
+	// The current model and policy: nothing changes.
+	stdout, err = testenv.RunStdout(t, w.env, filepath.Join(w.bin, "claimsctl"), "whatif", "--id", "whatif-e2e-same",
+		"--claims", strings.Join(ids, ","), "--model-provider", "rules", "--out", t.TempDir(), "--json")
+	require.NoError(t, err, stdout)
+	var same whatif.Report
+	require.NoError(t, json.Unmarshal([]byte(stdout), &same))
+	require.Len(t, same.Rows, len(ids))
+	for _, r := range same.Rows {
+		assert.False(t, r.Changed, "%s: the current model and policy decide as they did: %+v", r.ClaimID, r)
+		assert.Empty(t, r.Error, r.ClaimID)
+	}
+
+	assert.Equal(t, before, w.snapshot(), "no transfer, e-mail, blob or row changed")
+}
+
+// callKey names one candidate call: the claim, the kind, and how far its
+// conversation was (which triage turn).
+func callKey(c modelsim.Call) string { return fmt.Sprintf("%s %s %d", c.ClaimID, c.Kind, c.Messages) }
+
+// answered is the set of calls that had been answered.
+func answered(calls []modelsim.Call) map[int]bool {
+	out := map[int]bool{}
+	for _, c := range calls {
+		if c.Answered != "" {
+			out[c.N] = true
+		}
+	}
+	return out
+}
+
+func (w *world) whatIfProgress(id string) whatif.Progress {
+	v, err := w.client.QueryWorkflow(context.Background(), id, "", whatif.QueryProgress)
+	var p whatif.Progress
+	if err == nil {
+		_ = v.Get(&p)
+	}
+	return p
+}
+
+func (w *world) claimFilesAll() []string {
+	db, err := sql.Open("sqlite", "file:"+w.store+"?mode=ro")
+	require.NoError(w.t, err)
+	defer db.Close()
+	rows, err := db.Query(`SELECT claim_id FROM claim_files`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		require.NoError(w.t, rows.Scan(&id))
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// snapshot is everything a what-if must not change: every transfer at the
+// payment provider, every file of the mail spool and the blob store, and
+// every row of every table of the claims store, as digests.
+func (w *world) snapshot() map[string]string {
+	out := map[string]string{}
+	var transfers []string
+	for _, tr := range w.allTransfers() {
+		b, err := json.Marshal(tr)
+		require.NoError(w.t, err)
+		transfers = append(transfers, string(b))
+	}
+	slices.Sort(transfers)
+	out["stripe transfers"] = strings.Join(transfers, "\n")
+	for _, dir := range []string{w.mail, strings.TrimSuffix(strings.TrimPrefix(envValue(w.env, "BLOB_URL"), "file://"), "?create_dir=true")} {
+		require.NoError(w.t, filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			sum := sha256.Sum256(b)
+			out[path] = hex.EncodeToString(sum[:])
+			return err
+		}))
+	}
+	db, err := sql.Open("sqlite", "file:"+w.store+"?mode=ro")
+	require.NoError(w.t, err)
+	defer db.Close()
+	tables, err := db.Query(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`)
+	require.NoError(w.t, err)
+	var names []string
+	for tables.Next() {
+		var n string
+		require.NoError(w.t, tables.Scan(&n))
+		names = append(names, n)
+	}
+	require.NoError(w.t, tables.Close())
+	require.Greater(w.t, len(names), 5)
+	for _, n := range names {
+		rows, err := db.Query(`SELECT * FROM "` + n + `"`)
+		require.NoError(w.t, err, n)
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		var all []string
+		for rows.Next() {
+			require.NoError(w.t, rows.Scan(ptrs...))
+			all = append(all, fmt.Sprintf("%#v", vals))
+		}
+		require.NoError(w.t, rows.Close())
+		slices.Sort(all)
+		sum := sha256.Sum256([]byte(strings.Join(all, "\n")))
+		out["table "+n] = fmt.Sprintf("%d rows %x", len(all), sum)
+	}
+	return out
+}
