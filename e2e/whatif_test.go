@@ -20,6 +20,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	_ "modernc.org/sqlite"
 
 	"github.com/durableclaims/durableclaims/testbed/modelsim"
@@ -251,7 +255,85 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		assert.Empty(t, r.Error, r.ClaimID)
 	}
 
+	// An attacker who reaches the frontend, while a what-if runs, asks its
+	// worker for a payment and for claim files, from a workflow of their own
+	// posing as one of the what-if's claims.
+	slow := modelsim.New("sk-sim")
+	slow.Latency = modelsim.Latency{Min: 2 * time.Second, Max: 2 * time.Second}
+	slowSrv := httptest.NewServer(slow)
+	defer slowSrv.Close()
+	cmd = exec.Command(filepath.Join(w.bin, "claimsctl"), "whatif", "--id", "whatif-e2e-attacked", "--claims", "claim-wi-a01,claim-wi-b01",
+		"--model-provider", "openai", "--model-name", "sim-candidate", "--model-base-url", slowSrv.URL+"/v1", "--concurrency", "1",
+		"--out", t.TempDir(), "--json")
+	cmd.Env = append(os.Environ(), env...)
+	var attacked bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &attacked, &attacked
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool { return len(slow.Calls()) > 0 }, time.Minute, 50*time.Millisecond, attacked.String())
+	queue := whatif.TaskQueue("whatif-e2e-attacked")
+	answers := w.rogueWhatIf(whatif.ClaimRunID("whatif-e2e-attacked", "claim-wi-c01"), queue,
+		rogueArgs{"PayClaimant", map[string]any{"key": "claim-wi-c01:step6", "claim_id": "claim-wi-c01",
+			"amount_minor": 99_999_00, "currency": "usd", "destination": "acct_rogue"}},
+		rogueArgs{"LoadRecorded", "claim-wi-c01"},
+		rogueArgs{"Tool", map[string]any{"claim_id": "claim-wi-c01", "call": map[string]any{"id": "x", "name": "prior_claims"},
+			"scope": map[string]any{"claim_id": "claim-wi-c01", "email": "claim-wi-c01@example.com"}}})
+	assert.Contains(t, answers[0].Error, "unable to find activityType=PayClaimant", "no payment activity exists in the what-if's worker")
+	if _, list, ok := strings.Cut(answers[0].Error, "Supported types: ["); assert.True(t, ok, answers[0].Error) {
+		names := strings.Split(strings.SplitN(list, "]", 2)[0], ", ")
+		slices.Sort(names)
+		assert.Equal(t, []string{"Assess", "LoadRecorded", "Tool", "Turn"}, names, "all the what-if's worker can do")
+	}
+	for _, a := range answers[1:] {
+		assert.Contains(t, a.Error, "was not started by what-if whatif-e2e-attacked", "%s: the what-if's activities act only for its own claims", a.Activity)
+		assert.Empty(t, a.Output)
+	}
+	require.NoError(t, cmd.Wait(), attacked.String())
+	assert.Contains(t, attacked.String(), `"evaluated": 2`, "the what-if itself went on")
+
 	assert.Equal(t, before, w.snapshot(), "no transfer, e-mail, blob or row changed")
+}
+
+// rogueArgs is one activity the attacker asks for, with any input.
+type rogueArgs struct {
+	Activity string `json:"activity"`
+	Input    any    `json:"input"`
+}
+
+// rogueWhatIf runs, under id, the attacker's workflow registered as the
+// what-if's claim workflow type, asking queue's worker for each call once.
+func (w *world) rogueWhatIf(id, queue string, calls ...rogueArgs) []rogueAnswer {
+	w.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
+	require.NoError(w.t, err)
+	defer c.Close()
+	wk := worker.New(c, "rogue-whatif", worker.Options{})
+	wk.RegisterWorkflowWithOptions(func(ctx workflow.Context, calls []rogueArgs) ([]rogueAnswer, error) {
+		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: queue,
+			StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
+		var out []rogueAnswer
+		for _, call := range calls {
+			var v any
+			a := rogueAnswer{Activity: call.Activity}
+			if err := workflow.ExecuteActivity(ctx, call.Activity, call.Input).Get(ctx, &v); err != nil {
+				a.Error = err.Error()
+			} else {
+				b, _ := json.Marshal(v)
+				a.Output = string(b)
+			}
+			out = append(out, a)
+		}
+		return out, nil
+	}, workflow.RegisterOptions{Name: whatif.ClaimWorkflowName})
+	require.NoError(w.t, wk.Start())
+	defer wk.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "rogue-whatif"}, whatif.ClaimWorkflowName, calls)
+	require.NoError(w.t, err)
+	var out []rogueAnswer
+	require.NoError(w.t, run.Get(ctx, &out))
+	require.Len(w.t, out, len(calls))
+	return out
 }
 
 // callKey names one candidate call: the claim, the kind, and how far its
