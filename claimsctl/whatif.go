@@ -281,14 +281,14 @@ func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([
 // error when the ID is another's.
 func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Input, selected func() ([]string, error)) (client.WorkflowRun, bool, error) {
 	sum := digest(in) // the candidate, the pace and the budget: no claims yet
-	d, err := c.DescribeWorkflowExecution(ctx, id, "")
+	d, err := c.DescribeWorkflow(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
 	case err != nil:
 		return nil, false, err
 	default:
-		info := d.GetWorkflowExecutionInfo()
+		info := d.RawResponse.GetWorkflowExecutionInfo()
 		var held string
 		if p := info.GetMemo().GetFields()[whatifMemo]; p != nil {
 			_ = json.Unmarshal(p.GetData(), &held)
@@ -314,11 +314,11 @@ func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Inpu
 // parentOf asks the Temporal server which workflow started a run.
 func parentOf(c client.Client) func(ctx context.Context, workflowID, runID string) (string, error) {
 	return func(ctx context.Context, workflowID, runID string) (string, error) {
-		d, err := c.DescribeWorkflowExecution(ctx, workflowID, runID)
+		d, err := c.DescribeWorkflow(ctx, workflowID, runID)
 		if err != nil {
 			return "", err
 		}
-		return d.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(), nil
+		return d.RawResponse.GetWorkflowExecutionInfo().GetParentExecution().GetWorkflowId(), nil
 	}
 }
 

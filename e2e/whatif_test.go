@@ -123,7 +123,7 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 	// The what-if's process is killed with SIGKILL once 15 claims are done.
 	cmd := exec.Command(filepath.Join(w.bin, "claimsctl"), args...)
 	cmd.Env = append(os.Environ(), env...)
-	var log bytes.Buffer
+	var log lockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
 	var killedAt whatif.Progress
@@ -266,7 +266,7 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		"--model-provider", "openai", "--model-name", "sim-candidate", "--model-base-url", slowSrv.URL+"/v1", "--concurrency", "1",
 		"--out", t.TempDir(), "--json")
 	cmd.Env = append(os.Environ(), env...)
-	var attacked bytes.Buffer
+	var attacked lockedBuffer
 	cmd.Stdout, cmd.Stderr = &attacked, &attacked
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return len(slow.Calls()) > 0 }, time.Minute, 50*time.Millisecond, attacked.String())
