@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster rollout temporal-cli temporal-server s3-server prereqs cluster clean
+.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs cluster clean
 
 all: build
 
@@ -66,6 +66,21 @@ demo: temporal-cli build
 # Temporal in one run (about 25 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
 bench: temporal-cli temporal-server build
 	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -json var/bench/latest.json $(BENCH_FLAGS)
+
+# The same claim on DBOS, Restate and LangGraph beside durableclaims, in one
+# run (testbed/peers, docs/performance.md): peers-install builds each peer
+# from the Go module proxy and npm, pinned (about 3 minutes, once); the
+# workload takes about 12 minutes (PEERS_FLAGS="-peers-claims 10
+# -peers-approvals 3 -peers-parked 20 -peers-crash-claims 1" is CI's short form).
+PEERS_DIR := testbed/peers
+peers-install:
+	cd $(PEERS_DIR)/dbos && $(GO) build -o peer-dbos .
+	cd $(PEERS_DIR)/restate && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && $(GO) build -o restate-peer .
+	cd $(PEERS_DIR)/langgraph && npm ci --no-audit --no-fund --loglevel=error
+
+peers: temporal-cli build peers-install
+	@mkdir -p var/bench
+	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -only peers -peers-dir $(PEERS_DIR) -json var/bench/peers.json $(PEERS_FLAGS)
 
 # Chaos soak: 500 claims while workers are SIGKILLed every 1-3 s and the dev
 # server restarts once, then every claim checked against the payment provider

@@ -157,7 +157,12 @@ func (e *env) runPath(ctx context.Context, id, amount string, opts workflows.Opt
 // decision is adjuster-17's signed decision on the request claim id waits
 // on; a rejection carries the reason it must have.
 func (e *env) decision(ctx context.Context, id string, verdict approvals.Verdict) (approvals.Input, error) {
-	v, err := e.client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	return e.decisionOn(ctx, e.client, id, verdict)
+}
+
+// decisionOn is decision for a claim on the server c reaches.
+func (e *env) decisionOn(ctx context.Context, c client.Client, id string, verdict approvals.Verdict) (approvals.Input, error) {
+	v, err := c.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
 	if err != nil {
 		return approvals.Input{}, err
 	}

@@ -70,6 +70,7 @@ type options struct {
 	replayConcurrency            []int
 	scaleWorkers                 []int
 	scaleServers                 []string
+	peers                        peerOptions
 }
 
 func main() {
@@ -153,7 +154,15 @@ func main() {
 		o.modelLatency = l
 		return err
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy, surge, replaycheck, priority, timers and ratelimit run only when named); default all but anatomy")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill; anatomy, surge, replaycheck, priority, timers, ratelimit and peers run only when named); default all but anatomy")
+	peerEngines := flag.String("peers", "dbos,restate,langgraph,durableclaims,durableclaims-pg", "the peers workload (-only peers): the engines, in order (durableclaims: the dev server; durableclaims-pg: a real Temporal server and the claims store on the peers' PostgreSQL)")
+	flag.IntVar(&o.peers.claims, "peers-claims", 200, "the peers workload: claims on the auto-approve path, per engine")
+	flag.IntVar(&o.peers.concurrency, "peers-concurrency", 20, "the peers workload: claims in flight on the auto-approve path")
+	flag.IntVar(&o.peers.approvals, "peers-approvals", 20, "the peers workload: claims approved one at a time (approve → pay)")
+	flag.IntVar(&o.peers.parked, "peers-parked", 2000, "the peers workload: claims parked for the memory measure")
+	flag.IntVar(&o.peers.crashClaims, "peers-crash-claims", 100, "the peers workload: claims per kill point, each killing the engine's worker once")
+	flag.IntVar(&o.peers.crashConcurrency, "peers-crash-concurrency", 10, "the peers workload: claims in flight while the worker is killed")
+	flag.StringVar(&o.peers.dir, "peers-dir", "testbed/peers", "the peers workload: where `make peers` built the peers")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")
 	parts := flag.String("plot-parts", "", "draw where a real-model claim's time goes, one bar per run given as label=results.json arguments, into this SVG and exit")
 	flag.Parse()
@@ -177,6 +186,8 @@ func main() {
 	if o.inflight == nil {
 		o.inflight = []int{1000, 200}
 	}
+	o.peers.engines = strings.Split(*peerEngines, ",")
+	o.peers.modelLatencyMinMaxMs = [2]int{20, 40}
 	if o.modelLatency.Max == 0 {
 		o.modelLatency = modelsim.Latency{Min: time.Second, Max: 2 * time.Second}
 	}
@@ -351,6 +362,13 @@ func run(o options) error {
 			}
 			// killRecovery leaves its replacement worker running; adopt it.
 			claims = e.children[len(e.children)-1]
+		}
+	}
+	// Opt-in (-only peers): the same claim on DBOS, Restate, LangGraph and
+	// durableclaims, in one run (testbed/peers).
+	if o.only != "" && o.want("peers") {
+		if err := e.peers(ctx, res); err != nil {
+			return fmt.Errorf("peers: %w", err)
 		}
 	}
 	// Opt-in (-only surge): the catastrophe week's waiting room, first:

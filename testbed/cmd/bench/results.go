@@ -42,6 +42,14 @@ func (r *results) add(key string, v float64) {
 	r.Samples[key] = append(r.Samples[key], v)
 }
 
+// setSamples keeps a series under key (replacing any).
+func (r *results) setSamples(key string, xs []float64) {
+	if r.Samples == nil {
+		r.Samples = map[string][]float64{}
+	}
+	r.Samples[key] = xs
+}
+
 func (r *results) summarize() {
 	if r.Values == nil {
 		r.Values = map[string]float64{}
