@@ -39,7 +39,7 @@ import (
 // is removed, so no picture outlives its numbers.
 
 // panelFiles are the panels' file suffixes, in the order they are stacked.
-var panelFiles = []string{"throughput", "latency", "model", "recovery", "cost", "surge"}
+var panelFiles = []string{"throughput", "latency", "model", "recovery", "cost", "surge", "peers"}
 
 func init() {
 	// Sans, for small labels; the SVG names it with fallbacks (sansFamily).
@@ -67,7 +67,7 @@ func drawResults(r *results, base string) ([]string, error) {
 	sub := runLabel(r)
 	builders := map[string]func(*results, string) (*plot.Plot, error){
 		"throughput": throughputPlot, "latency": latencyPlot, "model": modelLatencyPlot, "recovery": recoveryPlot, "cost": costPlot,
-		"surge": surgePlot,
+		"surge": surgePlot, "peers": peersPlot,
 	}
 	var plots []*plot.Plot
 	var files []string
@@ -575,6 +575,53 @@ func surgePlot(r *results, sub string) (*plot.Plot, error) {
 		}
 		p.Add(l)
 		p.Legend.Add(c.label, l)
+	}
+	p.Legend.Left, p.Legend.Top = false, false
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
+	return p, nil
+}
+
+// peersPlot: from an engine's worker SIGKILLed at the seed's two points to
+// the claim done, per engine, as CDFs; the legend carries each engine's
+// claims per CPU-second and approve → pay p50.
+func peersPlot(r *results, sub string) (*plot.Plot, error) {
+	var engines []string
+	for k := range r.Values {
+		if name, ok := strings.CutSuffix(strings.TrimPrefix(k, "peers_"), "_claims_per_s"); ok && strings.HasPrefix(k, "peers_") {
+			engines = append(engines, name)
+		}
+	}
+	if len(engines) == 0 {
+		return nil, nil
+	}
+	slices.Sort(engines)
+	p := newPlot("The same claim on four engines: restart → claim done after a SIGKILL (solid: after the payment; dashed: in step 7)", sub)
+	p.X.Label.Text = "seconds from the worker's restart"
+	p.Y.Label.Text = "share of killed claims"
+	p.Y.Min, p.Y.Max = 0, 1.05
+	p.X.Min = 0
+	palette := []color.Color{blue, red, green, orange, grey, color.Black}
+	for i, name := range engines {
+		k := "peers_" + name + "_"
+		for j, point := range []string{"after_pay", "in_notify"} {
+			xs := slices.Clone(r.Samples[k+"kill_"+point+"_recovery_ms"])
+			if len(xs) == 0 {
+				continue
+			}
+			var dashes []vg.Length
+			if j == 1 {
+				dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			}
+			l, err := cdfLine(secs(xs), palette[i%len(palette)], dashes)
+			if err != nil {
+				return nil, err
+			}
+			p.Add(l)
+			if j == 0 {
+				p.Legend.Add(fmt.Sprintf("%s: %.1f claims/CPU-s, approve → pay p50 %.0f ms", name, r.Values[k+"claims_per_cpu_s"],
+					percentile(r.Samples[k+"approve_pay_ms"], 50)), l)
+			}
+		}
 	}
 	p.Legend.Left, p.Legend.Top = false, false
 	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
