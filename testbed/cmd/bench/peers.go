@@ -245,6 +245,10 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 	res.Values[k+"model_calls_reasked"] = float64(reasked)
 	res.Values[k+"model_calls_cut_off"] = float64(cutOff)
 	res.setSamples(k+"recovery_ms", recovery)
+	if strings.HasPrefix(eng.name(), "durableclaims") && (maxTransfers > 1 || reasked > 0) {
+		return fmt.Errorf("%s at %s: %d transfers for one claim, %d model calls re-asked after their answer: durableclaims pays once and never asks again",
+			eng.name(), point, maxTransfers, reasked)
+	}
 	fmt.Fprintf(os.Stderr, "    kill %s: %d claims, %d SIGKILLs; transfers a claim max %d, model calls a claim max %d (%d re-asked after their answer, %d cut off by a kill); restart → done p99 %.0f ms\n",
 		point, len(ids), sup.kills()-kills0, maxTransfers, maxCalls, reasked, cutOff, percentile(recovery, 99))
 	return eng.start(ctx, "")
