@@ -234,7 +234,7 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 		}
 		recovery = append(recovery, ms(done[j].Sub(restarts[i])))
 	}
-	maxTransfers, maxCalls, cutOff, reasked, err := w.effects(ctx, ids, sup.exitTimes()[kills0:])
+	maxTransfers, maxCalls, rep, err := w.effects(ctx, ids, sup.exitTimes()[kills0:])
 	if err != nil {
 		return err
 	}
@@ -242,35 +242,40 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 	res.Values[k+"kills"] = float64(sup.kills() - kills0)
 	res.Values[k+"transfers_max"] = float64(maxTransfers)
 	res.Values[k+"model_calls_max"] = float64(maxCalls)
-	res.Values[k+"model_calls_reasked"] = float64(reasked)
-	res.Values[k+"model_calls_cut_off"] = float64(cutOff)
+	res.Values[k+"model_calls_reasked"] = float64(rep.reasked)
+	res.Values[k+"model_calls_unrecorded"] = float64(rep.unrecorded)
+	res.Values[k+"model_calls_cut_off"] = float64(rep.cutOff)
 	res.setSamples(k+"recovery_ms", recovery)
-	if strings.HasPrefix(eng.name(), "durableclaims") && (maxTransfers > 1 || reasked > 0) {
-		return fmt.Errorf("%s at %s: %d transfers for one claim, %d model calls re-asked after their answer: durableclaims pays once and never asks again",
-			eng.name(), point, maxTransfers, reasked)
+	if strings.HasPrefix(eng.name(), "durableclaims") && (maxTransfers > 1 || rep.reasked > 0) {
+		return fmt.Errorf("%s at %s: %d transfers for one claim, %d model calls re-asked with no kill after their answer: durableclaims pays once and never asks again",
+			eng.name(), point, maxTransfers, rep.reasked)
 	}
-	fmt.Fprintf(os.Stderr, "    kill %s: %d claims, %d SIGKILLs; transfers a claim max %d, model calls a claim max %d (%d re-asked after their answer, %d cut off by a kill); restart → done p99 %.0f ms\n",
-		point, len(ids), sup.kills()-kills0, maxTransfers, maxCalls, reasked, cutOff, percentile(recovery, 99))
+	fmt.Fprintf(os.Stderr, "    kill %s: %d claims, %d SIGKILLs; transfers a claim max %d, model calls a claim max %d (asked again: %d cut off by a kill, %d answered less than 1 s before one, %d re-asked with no kill after the answer); restart → done p50 %.0f ms, p99 %.0f ms\n",
+		point, len(ids), sup.kills()-kills0, maxTransfers, maxCalls, rep.cutOff, rep.unrecorded, rep.reasked, percentile(recovery, 50), percentile(recovery, 99))
 	return eng.start(ctx, "")
 }
 
 // effects counts, per claim, the transfers stripesim holds and the model
 // calls modelsim answered: the most of each, and the calls asked again
-// (same claim, kind and conversation) in two kinds: cut off, when the
-// first was still being answered as the worker was killed (every engine
-// asks such a call again: it was never answered), and re-asked, when the
-// first had been answered before any kill: a step whose answer the engine
-// had, run again.
-func (w *peerWorld) effects(ctx context.Context, ids []string, kills []time.Time) (maxTransfers, maxCalls, cutOff, reasked int, err error) {
+// (same claim, kind and conversation), in three kinds by what the kills
+// did to the first: cut off (the worker was killed while it was being
+// answered: every engine asks such a call again), unrecorded (answered,
+// and the worker killed within a second after, before the engine could
+// have recorded it), and re-asked (no kill within a second of the answer:
+// the engine had it and asked again).
+func (w *peerWorld) effects(ctx context.Context, ids []string, kills []time.Time) (maxTransfers, maxCalls int, repeats repeatKinds, err error) {
 	for _, id := range ids {
 		n, err := w.e.transfersOf(ctx, id)
 		if err != nil {
-			return 0, 0, 0, 0, err
+			return 0, 0, repeats, err
 		}
 		maxTransfers = max(maxTransfers, n)
 	}
 	calls := map[string]int{}
 	first := map[string]modelsim.Call{}
+	killedWithin := func(from, to time.Time) bool {
+		return slices.ContainsFunc(kills, func(t time.Time) bool { return !t.Before(from) && !t.After(to) })
+	}
 	for _, c := range w.sim.Calls() {
 		if !slices.Contains(ids, c.ClaimID) || c.Answered == "error" {
 			continue
@@ -282,18 +287,24 @@ func (w *peerWorld) effects(ctx context.Context, ids []string, kills []time.Time
 			first[k] = c
 			continue
 		}
-		end := f.At.Add(f.Waited + 50*time.Millisecond) // the answer's way back to the worker
-		if slices.ContainsFunc(kills, func(t time.Time) bool { return !t.Before(f.At) && !t.After(end) }) {
-			cutOff++
-		} else {
-			reasked++
+		answered := f.At.Add(f.Waited)
+		switch {
+		case killedWithin(f.At, answered):
+			repeats.cutOff++
+		case killedWithin(answered, answered.Add(time.Second)):
+			repeats.unrecorded++
+		default:
+			repeats.reasked++
 		}
 	}
 	for _, n := range calls {
 		maxCalls = max(maxCalls, n)
 	}
-	return maxTransfers, maxCalls, cutOff, reasked, nil
+	return maxTransfers, maxCalls, repeats, nil
 }
+
+// repeatKinds counts model calls asked again, by kind (effects).
+type repeatKinds struct{ cutOff, unrecorded, reasked int }
 
 // transfersOf counts the transfers stripesim holds for a claim.
 func (e *env) transfersOf(ctx context.Context, id string) (int, error) {
