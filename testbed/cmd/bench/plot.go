@@ -583,7 +583,7 @@ func surgePlot(r *results, sub string) (*plot.Plot, error) {
 
 // peersPlot: from an engine's worker SIGKILLed at the seed's two points to
 // the claim done, per engine, as CDFs; the legend carries each engine's
-// claims per CPU-second and approve → pay p50.
+// claims per CPU-second and approve → pay p50 ("pay").
 func peersPlot(r *results, sub string) (*plot.Plot, error) {
 	var engines []string
 	for k := range r.Values {
@@ -595,7 +595,7 @@ func peersPlot(r *results, sub string) (*plot.Plot, error) {
 		return nil, nil
 	}
 	slices.Sort(engines)
-	p := newPlot("The same claim on four engines: restart → claim done after a SIGKILL (solid: after the payment; dashed: in step 7)", sub)
+	p := newPlot("The same claim on each engine: restart → claim done after a SIGKILL (solid: after the payment; dashed: in step 7)", sub)
 	p.X.Label.Text = "seconds from the worker's restart"
 	p.Y.Label.Text = "share of killed claims"
 	p.Y.Min, p.Y.Max = 0, 1.05
@@ -618,13 +618,13 @@ func peersPlot(r *results, sub string) (*plot.Plot, error) {
 			}
 			p.Add(l)
 			if j == 0 {
-				p.Legend.Add(fmt.Sprintf("%s: %.1f claims/CPU-s, approve → pay p50 %.0f ms", name, r.Values[k+"claims_per_cpu_s"],
+				p.Legend.Add(fmt.Sprintf("%s (%.1f claims/CPU-s, pay %.0f ms)", name, r.Values[k+"claims_per_cpu_s"],
 					percentile(r.Samples[k+"approve_pay_ms"], 50)), l)
 			}
 		}
 	}
-	p.Legend.Left, p.Legend.Top = false, false
-	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
+	p.Legend.Left, p.Legend.Top = true, false
+	p.Legend.XOffs, p.Legend.YOffs = 2.3*vg.Inch, vg.Points(6) // between the engines that recover in 1 s and the rest
 	return p, nil
 }
 
