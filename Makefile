@@ -78,7 +78,7 @@ peers-install:
 	cd $(PEERS_DIR)/restate && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && $(GO) build -o restate-peer .
 	cd $(PEERS_DIR)/langgraph && npm ci --no-audit --no-fund --loglevel=error
 
-peers: temporal-cli build peers-install
+peers: temporal-cli temporal-server build peers-install
 	@mkdir -p var/bench
 	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -only peers -peers-dir $(PEERS_DIR) -json var/bench/peers.json $(PEERS_FLAGS)
 

@@ -35,8 +35,8 @@ import (
 
 // rogueCall is one activity the rogue workflow asks the claims worker for.
 type rogueCall struct {
-	Activity string         `json:"activity"`
-	Input    map[string]any `json:"input"`
+	Activity string `json:"activity"`
+	Input    any    `json:"input"`
 }
 
 // rogueAnswer is what the claims worker answered.
@@ -49,7 +49,12 @@ type rogueAnswer struct {
 // rogueWorkflow is the attacker's code: each call once, no retries, on the
 // claims worker's task queue.
 func rogueWorkflow(ctx workflow.Context, calls []rogueCall) ([]rogueAnswer, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: workflows.TaskQueue,
+	return askEach(ctx, workflows.TaskQueue, calls)
+}
+
+// askEach asks queue's worker for each call once, and keeps every answer.
+func askEach(ctx workflow.Context, queue string, calls []rogueCall) ([]rogueAnswer, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: queue,
 		StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
 	var out []rogueAnswer
 	for _, c := range calls {

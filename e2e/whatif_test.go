@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	_ "modernc.org/sqlite"
@@ -272,10 +271,10 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 	require.Eventually(t, func() bool { return len(slow.Calls()) > 0 }, time.Minute, 50*time.Millisecond, attacked.String())
 	queue := whatif.TaskQueue("whatif-e2e-attacked")
 	answers := w.rogueWhatIf(whatif.ClaimRunID("whatif-e2e-attacked", "claim-wi-c01"), queue,
-		rogueArgs{"PayClaimant", map[string]any{"key": "claim-wi-c01:step6", "claim_id": "claim-wi-c01",
+		rogueCall{"PayClaimant", map[string]any{"key": "claim-wi-c01:step6", "claim_id": "claim-wi-c01",
 			"amount_minor": 99_999_00, "currency": "usd", "destination": "acct_rogue"}},
-		rogueArgs{"LoadRecorded", "claim-wi-c01"},
-		rogueArgs{"Tool", map[string]any{"claim_id": "claim-wi-c01", "call": map[string]any{"id": "x", "name": "prior_claims"},
+		rogueCall{"LoadRecorded", "claim-wi-c01"},
+		rogueCall{"Tool", map[string]any{"claim_id": "claim-wi-c01", "call": map[string]any{"id": "x", "name": "prior_claims"},
 			"scope": map[string]any{"claim_id": "claim-wi-c01", "email": "claim-wi-c01@example.com"}}})
 	assert.Contains(t, answers[0].Error, "unable to find activityType=PayClaimant", "no payment activity exists in the what-if's worker")
 	if _, list, ok := strings.Cut(answers[0].Error, "Supported types: ["); assert.True(t, ok, answers[0].Error) {
@@ -293,36 +292,16 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 	assert.Equal(t, before, w.snapshot(), "no transfer, e-mail, blob or row changed")
 }
 
-// rogueArgs is one activity the attacker asks for, with any input.
-type rogueArgs struct {
-	Activity string `json:"activity"`
-	Input    any    `json:"input"`
-}
-
 // rogueWhatIf runs, under id, the attacker's workflow registered as the
 // what-if's claim workflow type, asking queue's worker for each call once.
-func (w *world) rogueWhatIf(id, queue string, calls ...rogueArgs) []rogueAnswer {
+func (w *world) rogueWhatIf(id, queue string, calls ...rogueCall) []rogueAnswer {
 	w.t.Helper()
 	c, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
 	require.NoError(w.t, err)
 	defer c.Close()
 	wk := worker.New(c, "rogue-whatif", worker.Options{})
-	wk.RegisterWorkflowWithOptions(func(ctx workflow.Context, calls []rogueArgs) ([]rogueAnswer, error) {
-		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{TaskQueue: queue,
-			StartToCloseTimeout: 30 * time.Second, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
-		var out []rogueAnswer
-		for _, call := range calls {
-			var v any
-			a := rogueAnswer{Activity: call.Activity}
-			if err := workflow.ExecuteActivity(ctx, call.Activity, call.Input).Get(ctx, &v); err != nil {
-				a.Error = err.Error()
-			} else {
-				b, _ := json.Marshal(v)
-				a.Output = string(b)
-			}
-			out = append(out, a)
-		}
-		return out, nil
+	wk.RegisterWorkflowWithOptions(func(ctx workflow.Context, calls []rogueCall) ([]rogueAnswer, error) {
+		return askEach(ctx, queue, calls)
 	}, workflow.RegisterOptions{Name: whatif.ClaimWorkflowName})
 	require.NoError(w.t, wk.Start())
 	defer wk.Stop()
