@@ -121,7 +121,7 @@ func whatIfCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	sel := selection{claims: *claims, since: *since, until: *until, outcome: *outcome, sample: *sample}
 	if *id == "" {
-		*id = "whatif-" + digest(fmt.Sprintf("%+v %+v %d %d", sel, in, *priceIn, *priceOut))[:12]
+		*id = defaultWhatIfID(sel, in, *priceIn, *priceOut)
 	}
 	run, resumed, err := startWhatIf(ctx, c, *id, in, func() ([]string, error) { return sel.resolve(ctx, st, *id) })
 	if err != nil {
@@ -202,6 +202,13 @@ func dollarsToMicros(s string) (int64, error) {
 		return 0, fmt.Errorf("want an amount in dollars, as in 5.00")
 	}
 	return cents * 10_000, nil
+}
+
+// defaultWhatIfID names a what-if by its selection's flags and its
+// candidate's JSON (the policy by value, not by pointer): the same command
+// gets the same ID, so running it again resumes it.
+func defaultWhatIfID(sel selection, in whatif.Input, priceIn, priceOut int64) string {
+	return "whatif-" + digest(fmt.Sprintf("%+v %s %d %d", sel, digest(in), priceIn, priceOut))[:12]
 }
 
 func digest(v any) string {
