@@ -88,6 +88,9 @@ func whatIfCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(fmt.Errorf("--spend-cap %q: %w", *spendCap, err))
 	}
+	if capMicros > 0 && *priceIn == 0 && *priceOut == 0 {
+		return fail(errors.New("--spend-cap needs the candidate's price (--price-in, --price-out): without it every answer costs 0 and the cap never stops anything"))
+	}
 	if *concurrency < 1 || *concurrency > 64 {
 		return fail(fmt.Errorf("--concurrency %d: want 1 to 64", *concurrency))
 	}
@@ -121,9 +124,13 @@ func whatIfCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	sel := selection{claims: *claims, since: *since, until: *until, outcome: *outcome, sample: *sample}
 	if *id == "" {
-		*id = defaultWhatIfID(sel, in, *priceIn, *priceOut)
+		*id = defaultWhatIfID(sel, in, *priceIn, *priceOut, time.Now())
 	}
-	run, resumed, err := startWhatIf(ctx, c, *id, in, func() ([]string, error) { return sel.resolve(ctx, st, *id) })
+	// What a resumed what-if must share with the one it resumes: the
+	// candidate (with its endpoint and price), the pace, the budget and
+	// the selection's flags.
+	identity := digest(fmt.Sprintf("%s %s %d %d %+v", digest(in), *baseURL, *priceIn, *priceOut, sel))
+	run, resumed, err := startWhatIf(ctx, c, *id, in, identity, func() ([]string, error) { return sel.resolve(ctx, st, *id) })
 	if err != nil {
 		return fail(err)
 	}
@@ -207,8 +214,13 @@ func dollarsToMicros(s string) (int64, error) {
 // defaultWhatIfID names a what-if by its selection's flags and its
 // candidate's JSON (the policy by value, not by pointer): the same command
 // gets the same ID, so running it again resumes it.
-func defaultWhatIfID(sel selection, in whatif.Input, priceIn, priceOut int64) string {
-	return "whatif-" + digest(fmt.Sprintf("%+v %s %d %d", sel, digest(in), priceIn, priceOut))[:12]
+// A window relative to now (--since 720h) names another what-if each day.
+func defaultWhatIfID(sel selection, in whatif.Input, priceIn, priceOut int64, now time.Time) string {
+	day := ""
+	if _, err := time.ParseDuration(sel.since); err == nil {
+		day = now.UTC().Format(time.DateOnly)
+	}
+	return "whatif-" + digest(fmt.Sprintf("%+v %s %d %d %s", sel, digest(in), priceIn, priceOut, day))[:12]
 }
 
 func digest(v any) string {
@@ -286,8 +298,7 @@ func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([
 // startWhatIf starts the what-if on the claims selected, or finds the one
 // with this ID: resumed when it tries the same candidate the same way, an
 // error when the ID is another's.
-func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Input, selected func() ([]string, error)) (client.WorkflowRun, bool, error) {
-	sum := digest(in) // the candidate, the pace and the budget: no claims yet
+func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Input, sum string, selected func() ([]string, error)) (client.WorkflowRun, bool, error) {
 	d, err := c.DescribeWorkflow(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -301,7 +312,7 @@ func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Inpu
 			_ = json.Unmarshal(p.GetData(), &held)
 		}
 		if held != sum {
-			return nil, false, fmt.Errorf("what-if %s exists with another candidate, pace or budget: choose another --id", id)
+			return nil, false, fmt.Errorf("what-if %s exists with another candidate, endpoint, price, pace, budget or selection: choose another --id", id)
 		}
 		if s := info.GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && s != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED &&
 			s != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
@@ -313,7 +324,8 @@ func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Inpu
 		return nil, false, err
 	}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: whatif.TaskQueue(id),
-		Memo: map[string]any{whatifMemo: sum}, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
+		Memo: map[string]any{whatifMemo: sum}, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowExecutionErrorWhenAlreadyStarted: true},
 		whatif.WorkflowName, in)
 	return run, false, err
 }
@@ -359,11 +371,12 @@ func awaitWhatIf(ctx context.Context, c client.Client, run client.WorkflowRun, s
 	}
 }
 
-// whatIfRows reads every started claim's row from its claim workflow.
+// whatIfRows reads every started claim's row from its claim workflow; a
+// row that cannot be read (the run timed out, or the namespace forgot it)
+// is reported as not evaluated, with why.
 func whatIfRows(ctx context.Context, c client.Client, id string, sum whatif.Summary) ([]whatif.Row, error) {
 	started := sum.ClaimIDs[:len(sum.ClaimIDs)-len(sum.NotStarted)]
 	rows := make([]whatif.Row, len(started))
-	errs := make([]error, len(started))
 	sem := make(chan struct{}, 16)
 	var wg sync.WaitGroup
 	for i, claimID := range started {
@@ -371,11 +384,13 @@ func whatIfRows(ctx context.Context, c client.Client, id string, sum whatif.Summ
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = c.GetWorkflow(ctx, whatif.ClaimRunID(id, claimID), "").Get(ctx, &rows[i])
+			if err := c.GetWorkflow(ctx, whatif.ClaimRunID(id, claimID), "").Get(ctx, &rows[i]); err != nil {
+				rows[i] = whatif.Row{ClaimID: claimID, Error: "not evaluated: its row could not be read: " + err.Error()}
+			}
 		}()
 	}
 	wg.Wait()
-	return rows, errors.Join(errs...)
+	return rows, ctx.Err()
 }
 
 func writeReport(rep whatif.Report, dir string) error {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -27,10 +28,16 @@ const (
 	// QueryProgress answers Progress while the what-if runs.
 	QueryProgress = "progress"
 	// batch is how many claims a run of the what-if starts before it
-	// continues as new, so its history stays small whatever the sample.
-	batch = 500
-	// MaxClaims bounds one what-if's sample: its input carries the IDs.
-	MaxClaims = 20_000
+	// continues as new, so its history stays small whatever the sample
+	// (each claim's row, its tool answers trimmed, is in it).
+	batch = 200
+	// MaxClaims bounds one what-if's sample: its input and its result
+	// carry the IDs.
+	MaxClaims = 10_000
+	// maxToolContent is how much of a tool's answer a row keeps: the
+	// rows go into the what-if's own history, and the report shows a
+	// tool's source, not its text.
+	maxToolContent = 256
 )
 
 // Candidate names what is being tried: the model and prompt version the
@@ -193,6 +200,8 @@ type Row struct {
 	Dangerous      bool     `json:"dangerous,omitempty"`
 	ReasonsAdded   []string `json:"reasons_added,omitempty"`
 	ReasonsDropped []string `json:"reasons_dropped,omitempty"`
+	// Note says why a row evaluated was not compared.
+	Note string `json:"note,omitempty"`
 }
 
 // Side is one side of the comparison.
@@ -234,7 +243,19 @@ func ClaimWorkflow(ctx workflow.Context, in ClaimInput) (Row, error) {
 		row.PayoutNowMinor = now.PayoutMinor
 	}
 	compare(&row)
+	row.Then.Tools, row.Now.Tools = trimmed(row.Then.Tools), trimmed(row.Now.Tools)
 	return row, nil
+}
+
+// trimmed keeps the start of each tool answer (maxToolContent).
+func trimmed(tools []ToolAnswer) []ToolAnswer {
+	out := slices.Clone(tools)
+	for i := range out {
+		if len(out[i].Content) > maxToolContent {
+			out[i].Content = strings.ToValidUTF8(out[i].Content[:maxToolContent], "") + "…"
+		}
+	}
+	return out
 }
 
 // thenSide is what the rules made of the recorded answers under the
@@ -374,7 +395,9 @@ func (u *Usage) addAnswer(an Answer) {
 // values, so key order and spacing do not matter.
 func toolKey(name, args string) string {
 	var v any
-	if json.Unmarshal([]byte(args), &v) == nil {
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.UseNumber() // 2^53 + 1 stays itself
+	if dec.Decode(&v) == nil {
 		if b, err := json.Marshal(v); err == nil {
 			args = string(b)
 		}
@@ -382,16 +405,33 @@ func toolKey(name, args string) string {
 	return name + "\x00" + args
 }
 
-// compare fills in what changed between then and now.
+// compare fills in what changed between then and now. Reasons count by
+// the rule they come from (workflows.ReasonKind), not their words: a model
+// that phrases its review reason or its fraud signals otherwise but sends
+// the claim the same way changed nothing. A recorded route that is not
+// known (the run's triage ended by a cap inside the workflow, or the run
+// stopped before the model answered) is not compared: the row says so.
 func compare(r *Row) {
 	then, now := r.Then.Route, r.Now.Route
-	for _, x := range now.Reasons {
-		if !slices.Contains(then.Reasons, x) {
+	if then.Route == "" {
+		r.Note = "not compared: the recorded run's route is not in its claim file (its triage ended at a cap, or it stopped before the model answered)"
+		return
+	}
+	kinds := func(reasons []string) []string {
+		var out []string
+		for _, x := range reasons {
+			out = append(out, workflows.ReasonKind(x))
+		}
+		return out
+	}
+	thenKinds, nowKinds := kinds(then.Reasons), kinds(now.Reasons)
+	for i, x := range now.Reasons {
+		if !slices.Contains(thenKinds, nowKinds[i]) {
 			r.ReasonsAdded = append(r.ReasonsAdded, x)
 		}
 	}
-	for _, x := range then.Reasons {
-		if !slices.Contains(now.Reasons, x) {
+	for i, x := range then.Reasons {
+		if !slices.Contains(nowKinds, thenKinds[i]) {
 			r.ReasonsDropped = append(r.ReasonsDropped, x)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/workflows"
 )
 
 // claimIDs are n claim IDs.
@@ -88,4 +90,31 @@ func TestAWhatIfRefusesAnEmptyOrHugeSample(t *testing.T) {
 		require.True(t, env.IsWorkflowCompleted())
 		assert.ErrorContains(t, env.GetWorkflowError(), "claim_ids", "%d claims", n)
 	}
+}
+
+func TestAReworderedReasonIsNoChangeButAnotherRuleIs(t *testing.T) {
+	route := func(reasons ...string) workflows.Route {
+		return workflows.Route{Route: workflows.RouteHuman, PayoutMinor: 184000, Reasons: reasons}
+	}
+	over := "payout 1840.00 is above the auto-approve limit 1000.00"
+	r := Row{Then: Side{Route: route(over, "triage asks for review: possible staged damage")},
+		Now: Side{Route: route(over, "triage asks for review: the damage may have been staged")}}
+	compare(&r)
+	assert.False(t, r.Changed, "the same rules sent it to a human; the model worded its reason otherwise")
+
+	r = Row{Then: Side{Route: route(over)}, Now: Side{Route: route(over, "fraud score 80 is at or over the review threshold 50")}}
+	compare(&r)
+	assert.True(t, r.Changed)
+	assert.Equal(t, []string{"fraud score 80 is at or over the review threshold 50"}, r.ReasonsAdded)
+
+	r = Row{Now: Side{Route: route(over)}} // the recorded route is unknown
+	compare(&r)
+	assert.False(t, r.Changed)
+	assert.Contains(t, r.Note, "not compared")
+}
+
+func TestToolCallsMatchByTheirArgumentsAsJSONValues(t *testing.T) {
+	assert.Equal(t, toolKey("prior_claims", `{"b":1, "a":"x"}`), toolKey("prior_claims", `{"a":"x","b":1}`))
+	assert.NotEqual(t, toolKey("t", `{"n":9007199254740993}`), toolKey("t", `{"n":9007199254740992}`), "large integers stay themselves")
+	assert.NotEqual(t, toolKey("lookup_policy", `{}`), toolKey("prior_claims", `{}`))
 }

@@ -53,6 +53,30 @@ func (r *claimRun) ruleReasons(t activities.Triage) []string {
 	return reasons
 }
 
+// ReasonKind names which rule a review reason comes from, without the
+// words a model put in it (its review reason, its fraud signals): two runs
+// that send a claim to a human for the same rules have the same kinds,
+// however a model phrased them. The what-if compares kinds.
+func ReasonKind(reason string) string {
+	for _, k := range []struct{ prefix, kind string }{
+		{"payout ", "over-limit"},
+		{"fraud signal raised for investigators", "fraud-flag"},
+		{"fraud score ", "fraud-score"},
+		{"the claimant has ", "prior-claims"},
+		{"triage asks for review", "triage-review"},
+		{"assessment asks for review", "assessment-review"},
+	} {
+		if strings.HasPrefix(reason, k.prefix) {
+			return k.kind
+		}
+	}
+	if rest, ok := strings.CutPrefix(reason, "the policy excludes "); ok {
+		category, _, _ := strings.Cut(rest, " ")
+		return "exclusion:" + category
+	}
+	return reason
+}
+
 func orEmpty(rv *activities.Review) *activities.Review {
 	if rv == nil {
 		return &activities.Review{}
