@@ -131,13 +131,18 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		return killedAt.Done() >= 15
 	}, 2*time.Minute, 20*time.Millisecond, log.String())
 	answeredBefore := answered(sim.Calls())
+	killAt := time.Now()
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	require.Less(t, killedAt.Done(), len(ids), "the kill came before the end")
+	// A call may be asked again only if the kill could have cut it off
+	// before the server recorded its answer: still being answered, or
+	// answered moments before (the answer on its way back, the activity's
+	// completion not yet at the server). Two seconds is generous under -race.
 	inFlight := map[string]int{}
 	for _, c := range sim.Calls() {
-		if !answeredBefore[c.N] {
-			inFlight[callKey(c)]++ // possibly interrupted: its answer may never have reached the worker
+		if !answeredBefore[c.N] || c.At.Add(c.Waited).After(killAt.Add(-2*time.Second)) {
+			inFlight[callKey(c)]++
 		}
 	}
 
@@ -228,7 +233,7 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		}
 		assert.Equal(t, wantCalls, perClaim[id], "%s: the candidate's distinct calls", id)
 	}
-	t.Logf("killed at %d/%d done; %d calls in flight at the kill; %d calls in all", killedAt.Done(), len(ids), len(inFlight), len(sim.Calls()))
+	t.Logf("killed at %d/%d done; %d calls in flight or just answered at the kill; %d calls in all", killedAt.Done(), len(ids), len(inFlight), len(sim.Calls()))
 
 	// The report's files.
 	for _, f := range []string{"report.md", "report.json", "payout-deltas.svg"} {
