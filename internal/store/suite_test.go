@@ -595,6 +595,13 @@ func mkTemp() (string, error) { return os.MkdirTemp("", "store-suite-pg-") }
 
 // TestMain stops the suite's PostgreSQL and removes its files.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("STORE_READONLY_WRITER_DB"); path != "" {
+		if err := writerProcess(path, os.Getenv("STORE_READONLY_WRITER_STOP")); err != nil {
+			fmt.Fprintln(os.Stderr, "writer:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	if pg != nil {
 		_ = pg.Stop()
