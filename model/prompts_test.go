@@ -99,19 +99,29 @@ func TestNewOpenAIModelRefusesPromptsWithoutTheRule(t *testing.T) {
 	require.ErrorContains(t, err, "assess_system is required")
 }
 
-// sentSystemPrompts runs a triage turn and an assessment against a server
-// that records them, and returns the system prompt each request carried.
-func sentSystemPrompts(t *testing.T, cfg OpenAIConfig) (m *OpenAIModel, triage, assess string) {
+// askBoth builds a model with cfg against a server that records every
+// request and answers a triage or an assessment as its response format
+// asks, then asks it for one triage turn and one assessment and returns
+// the model and the two request bodies.
+func askBoth(t *testing.T, cfg OpenAIConfig) (*OpenAIModel, []byte, []byte) {
 	t.Helper()
 	var mu sync.Mutex
 	var bodies [][]byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
+		var req struct {
+			ResponseFormat struct {
+				JSONSchema struct {
+					Name string `json:"name"`
+				} `json:"json_schema"`
+			} `json:"response_format"`
+		}
+		_ = json.Unmarshal(b, &req)
 		mu.Lock()
 		bodies = append(bodies, b)
 		mu.Unlock()
 		answer := `{"category":"water-damage","severity":"low","fraud_signals":[],"fraud_score":0,"summary":"a leak"}`
-		if strings.Contains(string(b), `"name":"assessment"`) {
+		if req.ResponseFormat.JSONSchema.Name == "assessment" {
 			answer = `{"recommended_minor":100,"rationale":"covered","needs_review":false}`
 		}
 		content, _ := json.Marshal(answer)
@@ -129,6 +139,14 @@ func sentSystemPrompts(t *testing.T, cfg OpenAIConfig) (m *OpenAIModel, triage, 
 	_, err = m.Assess(context.Background(), AssessRequest{Claim: c, Coverage: claim.Coverage{Covered: true, CoveredMinor: 100}})
 	require.NoError(t, err)
 	require.Len(t, bodies, 2)
+	return m, bodies[0], bodies[1]
+}
+
+// sentSystemPrompts runs a triage turn and an assessment against a server
+// that records them, and returns the system prompt each request carried.
+func sentSystemPrompts(t *testing.T, cfg OpenAIConfig) (m *OpenAIModel, triage, assess string) {
+	t.Helper()
+	m, triageBody, assessBody := askBoth(t, cfg)
 	system := func(b []byte) string {
 		var req struct {
 			Messages []struct {
@@ -141,7 +159,7 @@ func sentSystemPrompts(t *testing.T, cfg OpenAIConfig) (m *OpenAIModel, triage, 
 		require.Equal(t, "system", req.Messages[0].Role)
 		return req.Messages[0].Content
 	}
-	return m, system(bodies[0]), system(bodies[1])
+	return m, system(triageBody), system(assessBody)
 }
 
 // Configured prompts are the ones sent, and the prompt version names them:

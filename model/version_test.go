@@ -5,9 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"sync"
 	"testing"
@@ -92,39 +89,7 @@ func TestPromptVersionIsStableOtherwise(t *testing.T) {
 // system prompt and response format of an assessment, read back from the
 // wire, are the parts of the prompt set.
 func TestPromptVersionCoversWhatIsSent(t *testing.T) {
-	var mu sync.Mutex
-	var bodies [][]byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var req struct {
-			ResponseFormat struct {
-				JSONSchema struct {
-					Name string `json:"name"`
-				} `json:"json_schema"`
-			} `json:"response_format"`
-		}
-		_ = json.Unmarshal(b, &req)
-		mu.Lock()
-		bodies = append(bodies, b)
-		mu.Unlock()
-		answer := `{"category":"water-damage","severity":"low","fraud_signals":[],"fraud_score":0,"summary":"a leak"}`
-		if req.ResponseFormat.JSONSchema.Name == "assessment" {
-			answer = `{"recommended_minor":100,"rationale":"covered","needs_review":false}`
-		}
-		content, _ := json.Marshal(answer)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"finish_reason":"stop",`+
-			`"message":{"role":"assistant","content":`+string(content)+`}}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
-	}))
-	t.Cleanup(srv.Close)
-	m, err := NewOpenAIModel(OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "m"})
-	require.NoError(t, err)
-	c := claim.Claim{ID: "claim-1", PolicyID: "pol-1001", AmountMinor: 100, Currency: "usd", Description: "a leak"}
-	_, err = m.TriageTurn(context.Background(), TurnRequest{Claim: c, Turn: 1})
-	require.NoError(t, err)
-	_, err = m.Assess(context.Background(), AssessRequest{Claim: c, Coverage: claim.Coverage{Covered: true, CoveredMinor: 100}})
-	require.NoError(t, err)
-	require.Len(t, bodies, 2)
+	_, triageBody, assessBody := askBoth(t, OpenAIConfig{})
 
 	type sent struct {
 		Messages []struct {
@@ -135,8 +100,8 @@ func TestPromptVersionCoversWhatIsSent(t *testing.T) {
 		ResponseFormat json.RawMessage `json:"response_format"`
 	}
 	var triage, assess sent
-	require.NoError(t, json.Unmarshal(bodies[0], &triage))
-	require.NoError(t, json.Unmarshal(bodies[1], &assess))
+	require.NoError(t, json.Unmarshal(triageBody, &triage))
+	require.NoError(t, json.Unmarshal(assessBody, &assess))
 	p := openAIPrompts()
 	asJSON := func(v any) string { b, err := json.Marshal(v); require.NoError(t, err); return string(b) }
 	require.NotEmpty(t, triage.Messages)
