@@ -31,8 +31,11 @@ import (
 // idempotency keys (a payment already made is replayed by the provider,
 // never made twice); signals and updates received since are applied again.
 // Runs the build only failed (a nondeterminism error) have no such point:
-// they need no reset and are left alone. The reset's request ID is derived
-// from the run and the build, so running the command twice resets once.
+// they need no reset and are left alone. Where the build's first task on
+// the run was a retry, the reset goes further back, and a run an earlier
+// reset left assigned to the build is repaired (resetPoint says why). The
+// reset's request ID is derived from the run and the build, so running the
+// command twice resets once.
 //
 // It refuses a build the deployment still routes claims to (current or
 // ramping: resetting every claim it runs would ask the model again for
@@ -150,7 +153,8 @@ const (
 )
 
 // resetRun resets one run to its reset point for build, if it has one and
-// is still running.
+// is still running, or repairs a run an earlier reset left assigned to
+// build (see resetPoint).
 func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution, build string, dryRun, includePaid bool) (string, int, error) {
 	d, err := c.DescribeWorkflow(ctx, ex.GetWorkflowId(), ex.GetRunId())
 	var notFound *serviceerror.NotFound
@@ -165,6 +169,7 @@ func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecuti
 		// Closed since listed: a reset would start a closed claim again.
 		return "", runUntouched, nil
 	}
+	var point int64 // build's first completed workflow task in this run
 	for _, p := range info.GetAutoResetPoints().GetPoints() {
 		if p.GetBuildId() != build || p.GetRunId() != ex.GetRunId() {
 			continue
@@ -172,52 +177,135 @@ func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecuti
 		if !p.GetResettable() {
 			return "", runUntouched, fmt.Errorf("build %s's reset point (event %d) is not resettable", build, p.GetFirstWorkflowTaskCompletedId())
 		}
-		at := p.GetFirstWorkflowTaskCompletedId()
-		if !includePaid {
-			paid, err := paidAfter(ctx, c, ex, at)
-			if err != nil {
-				return "", runUntouched, err
-			}
-			if paid {
-				return fmt.Sprintf("%s: run %s NOT reset: it paid after event %d, build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build), runHeld, nil
-			}
-		}
-		line := fmt.Sprintf("%s: run %s reset to event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build)
-		if dryRun {
-			return line, runReset, nil
-		}
-		sum := sha256.Sum256([]byte("claimsctl reset-build\x00" + ex.GetRunId() + "\x00" + build))
-		resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
-			Namespace:                 namespace(),
-			WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: ex.GetWorkflowId(), RunId: ex.GetRunId()},
-			Reason:                    "claimsctl reset-build " + build + ": the build was rolled back",
-			WorkflowTaskFinishEventId: at,
-			RequestId:                 hex.EncodeToString(sum[:16]),
-		})
-		if err != nil {
-			return "", runUntouched, err
-		}
-		return line + " as run " + resp.GetRunId(), runReset, nil
+		point = p.GetFirstWorkflowTaskCompletedId()
 	}
-	return "", runUntouched, nil
+	//nolint:staticcheck // SA1019: the old build-ID assignment is what strands the run (resetPoint)
+	stranded := point == 0 && info.GetAssignedBuildId() == build
+	if point == 0 && !stranded {
+		return "", runUntouched, nil
+	}
+	h, err := readHistory(ctx, c, ex)
+	if err != nil {
+		return "", runUntouched, err
+	}
+	at, why, err := resetPoint(h, point)
+	if err != nil {
+		return "", runUntouched, err
+	}
+	if !includePaid && h.paidAfter(at) {
+		return fmt.Sprintf("%s: run %s NOT reset: it paid after event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build), runHeld, nil
+	}
+	line := fmt.Sprintf("%s: run %s reset to event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build)
+	if stranded {
+		line = fmt.Sprintf("%s: run %s, left assigned to build %s by an earlier reset (the server refused every other build's task completions), reset to event %d", ex.GetWorkflowId(), ex.GetRunId(), build, at)
+	}
+	if why != "" {
+		line += " (" + why + ")"
+	}
+	if dryRun {
+		return line, runReset, nil
+	}
+	sum := sha256.Sum256([]byte("claimsctl reset-build\x00" + ex.GetRunId() + "\x00" + build))
+	resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 namespace(),
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: ex.GetWorkflowId(), RunId: ex.GetRunId()},
+		Reason:                    "claimsctl reset-build " + build + ": the build was rolled back",
+		WorkflowTaskFinishEventId: at,
+		RequestId:                 hex.EncodeToString(sum[:16]),
+	})
+	if err != nil {
+		return "", runUntouched, err
+	}
+	return line + " as run " + resp.GetRunId(), runReset, nil
 }
 
-// paidAfter says whether the run completed its payment (step 6) after
-// event at.
-func paidAfter(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution, at int64) (bool, error) {
-	scheduled := map[int64]bool{}
+// runHistory is what resetPoint and paidAfter read in a run's history.
+type runHistory struct {
+	// finished maps each workflow task's completed, failed or timed-out
+	// event to its started event, in event order.
+	finished []taskEnd
+	// stamped is the first workflow-task-started event that carries a
+	// worker's versioning stamp (0 for none).
+	stamped      int64
+	stampedBuild string
+	// paid lists the PayClaimant activities that completed, by the event
+	// that scheduled them.
+	paid []int64
+}
+
+type taskEnd struct{ event, started int64 }
+
+func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution) (runHistory, error) {
+	var h runHistory
+	pay := map[int64]bool{}
 	it := c.GetWorkflowHistory(ctx, ex.GetWorkflowId(), ex.GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
 		if err != nil {
-			return false, err
+			return h, err
 		}
-		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && e.GetEventId() > at && a.GetActivityType().GetName() == "PayClaimant" {
-			scheduled[e.GetEventId()] = true
-		}
-		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && scheduled[a.GetScheduledEventId()] {
-			return true, nil
+		id := e.GetEventId()
+		switch {
+		case e.GetWorkflowTaskStartedEventAttributes() != nil:
+			//nolint:staticcheck // SA1019: the old stamp is what the server rebuilds the assignment from
+			v := e.GetWorkflowTaskStartedEventAttributes().GetWorkerVersion()
+			if h.stamped == 0 && v.GetUseVersioning() && v.GetBuildId() != "" {
+				h.stamped, h.stampedBuild = id, v.GetBuildId()
+			}
+		case e.GetWorkflowTaskCompletedEventAttributes() != nil:
+			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()})
+		case e.GetWorkflowTaskFailedEventAttributes() != nil:
+			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskFailedEventAttributes().GetStartedEventId()})
+		case e.GetWorkflowTaskTimedOutEventAttributes() != nil:
+			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId()})
+		case e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "PayClaimant":
+			pay[id] = true
+		case pay[e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]:
+			h.paid = append(h.paid, e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId())
 		}
 	}
-	return false, nil
+	return h, nil
+}
+
+// resetPoint is the event to reset a run to: point, the build's first
+// completed workflow task (0: the latest the run allows), unless the
+// history up to it holds a workflow task a worker started on a retry.
+// Such a started event (a task's second or later attempt, written when the
+// task completes) carries the worker's versioning stamp, and Temporal 1.29,
+// rebuilding the reset run from history, assigns the run to that build the
+// old, build-ID way: it then refuses every task completion from the build
+// now serving ("this workflow task was dispatched to Build ID , not …")
+// and the claim never moves again. So the reset goes back to the last
+// workflow task that ended before that event; the steps between run again
+// under their idempotency keys.
+func resetPoint(h runHistory, point int64) (at int64, why string, err error) {
+	if point == 0 && h.stamped == 0 {
+		return 0, "", errors.New("assigned to the build, yet no workflow task in its history carries a build's stamp: look at it by hand (temporal workflow show)")
+	}
+	for _, t := range h.finished {
+		if point != 0 && t.event > point {
+			break
+		}
+		if h.stamped == 0 || t.started < h.stamped {
+			at = t.event
+		}
+	}
+	if at == 0 {
+		return 0, "", fmt.Errorf("no workflow task ended before event %d, which build %s started on a retry: a reset would leave the run assigned to that build; terminate it and start the claim again", h.stamped, h.stampedBuild)
+	}
+	if point != 0 && at != point {
+		why = fmt.Sprintf("not %d: build %s started the task at event %d on a retry, and a run reset past it would stay assigned to that build", point, h.stampedBuild, h.stamped)
+	}
+	return at, why, nil
+}
+
+// paidAfter says whether the run completed its payment (step 6) after
+// event at.
+func (h runHistory) paidAfter(at int64) bool {
+	for _, scheduled := range h.paid {
+		if scheduled > at {
+			return true
+		}
+	}
+	return false
 }

@@ -55,6 +55,7 @@ type options struct {
 	Dir               string        `json:"dir"`
 	Keep              bool          `json:"keep"`
 	Verbose           bool          `json:"verbose"`
+	WorkerLogLevel    string        `json:"worker_log_level"`
 }
 
 func main() {
@@ -79,6 +80,7 @@ func main() {
 	flag.StringVar(&o.Dir, "dir", "", "working directory for databases and logs (default var/soak/<run id>)")
 	flag.BoolVar(&o.Keep, "keep", false, "keep the working directory after a passing run (a failing run always keeps it)")
 	flag.BoolVar(&o.Verbose, "v", false, "log every kill and retry")
+	flag.StringVar(&o.WorkerLogLevel, "worker-log-level", "warn", "the workers' LOG_LEVEL (debug shows a task completion the server refused); their logs are in the working directory")
 	flag.Parse()
 	os.Exit(run(o))
 }

@@ -313,7 +313,7 @@ func (s *soak) workerEnv() []string {
 		"TEMPORAL_ADDRESS=" + s.server.hostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE=" + s.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + s.claimsDB, "MAIL_SPOOL=" + filepath.Join(s.dir, "mail"),
-		"LOG_LEVEL=warn", "BLOB_URL=" + s.blobURL,
+		"LOG_LEVEL=" + s.o.WorkerLogLevel, "BLOB_URL=" + s.blobURL,
 		"APPROVERS_FILE=" + s.approversFile(),
 	}, auth...)...)
 }
