@@ -62,16 +62,25 @@ func main() {
 	}
 	crashAt := flag.String("crash-at", "", "kill this process with SIGKILL once at each point: CLAIM:STEP[/SUB][:before-effect|after-effect],… (SUB e.g. turn2 or turn1/lookup_policy)")
 	crashState := flag.String("crash-state", "", "file that remembers fired crash points (default: next to CLAIMS_DB)")
+	var batch crashBatch
+	flag.IntVar(&batch.n, "crash-batch", 1, "with --crash-at: one kill interrupts up to this many claims, each held at its point until the batch is full")
+	flag.DurationVar(&batch.wait, "crash-batch-wait", 2*time.Second, "with --crash-batch: kill a batch not yet full this long after its first point was reached")
 	flag.Parse()
 	config.OwnerOnly()
 	logger := config.Logger("worker")
-	if err := run(logger, *crashAt, *crashState); err != nil {
+	if err := run(logger, *crashAt, *crashState, batch); err != nil {
 		logger.Error("worker stopped", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run(logger *slog.Logger, crashAt, crashState string) error {
+// crashBatch is --crash-batch and --crash-batch-wait (crash.Injector.Batch).
+type crashBatch struct {
+	n    int
+	wait time.Duration
+}
+
+func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) error {
 	acts, closeActs, err := newActivities(logger)
 	if err != nil {
 		return err
@@ -92,9 +101,9 @@ func run(logger *slog.Logger, crashAt, crashState string) error {
 		if crashState == "" {
 			crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
 		}
-		crashes = crash.New(points, crashState, logger)
+		crashes = crash.New(points, crashState, logger).Batch(batch.n, batch.wait)
 		acts.Mailer = crashes.Mailer(acts.Mailer)
-		logger.Warn("crash injection armed", "points", crashAt, "state", crashState)
+		logger.Warn("crash injection armed", "points", crashAt, "state", crashState, "batch", batch.n)
 	}
 
 	prometheus, err := metricsprom.New()

@@ -5,7 +5,7 @@
 // and wraps the activities' Mailer (Mailer); activities know nothing of it.
 //
 // Each point fires once. That it fired is written (and synced) to a state
-// file before the kill, so the restarted worker carries on.
+// file before the kill, a line a kill, so the restarted worker carries on.
 package crash
 
 import (
@@ -15,10 +15,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
@@ -113,41 +115,90 @@ type Injector struct {
 	stateFile string
 	log       *slog.Logger
 	mu        sync.Mutex
+	// batch and wait: see Batch. held are the points reached and waiting
+	// for the kill; killed is closed by it.
+	batch  int
+	wait   time.Duration
+	held   []Point
+	killed chan struct{}
 	// kill is the process kill; tests replace it.
 	kill func()
 }
 
 // New returns an injector for points, remembering fired points in stateFile.
 func New(points []Point, stateFile string, log *slog.Logger) *Injector {
-	return &Injector{points: points, stateFile: stateFile, log: log, kill: func() {
+	return &Injector{points: points, stateFile: stateFile, log: log, batch: 1, killed: make(chan struct{}), kill: func() {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}}
 }
 
-// At kills the process if (key, phase) is an armed point that has not fired.
+// Batch makes one kill interrupt up to n claims, each at its own point: a
+// point reached is held (its activity waits) until n points are, or until
+// wait has passed since the first was, and then all of them are
+// remembered, on one line of the state file, and the process is killed
+// once. The bench's peers workload kills a hundred claims at a point with
+// ten kills this way. n <= 1 kills at each point as it is reached.
+func (i *Injector) Batch(n int, wait time.Duration) *Injector {
+	i.batch, i.wait = max(n, 1), wait
+	return i
+}
+
+// At kills the process if (key, phase) is an armed point that has not fired
+// (with a batch: once the batch is full, holding the caller until then).
 func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase Phase) {
 	for _, p := range i.points {
 		if p.Phase != phase || !p.matches(key) {
 			continue
 		}
 		i.mu.Lock()
-		defer i.mu.Unlock()
 		fired, err := i.fired()
 		if err != nil {
+			i.mu.Unlock()
 			i.log.Error("crash state unreadable; not crashing", "error", err)
 			return
 		}
-		if fired[p.String()] {
+		if fired[p.String()] || slices.Contains(i.held, p) {
+			i.mu.Unlock()
 			return
 		}
-		if err := i.remember(p); err != nil {
-			i.log.Error("crash state unwritable; not crashing", "error", err)
-			return
+		i.held = append(i.held, p)
+		killed := i.killed
+		i.log.Info("crash injection: point reached", "point", p.String(), "key", string(key), "held", len(i.held), "batch", i.batch)
+		switch {
+		case len(i.held) >= i.batch:
+			i.fireLocked()
+		case len(i.held) == 1:
+			time.AfterFunc(i.wait, func() {
+				i.mu.Lock()
+				defer i.mu.Unlock()
+				i.fireLocked()
+			})
 		}
-		i.log.Warn("crash injection: killing this worker with SIGKILL", "point", p.String(), "key", string(key))
-		i.kill()
+		i.mu.Unlock()
+		<-killed // the process is gone by then, but in tests
 		return
 	}
+}
+
+// fireLocked remembers the held points and kills the process; i.mu is held.
+func (i *Injector) fireLocked() {
+	if len(i.held) == 0 {
+		return
+	}
+	pts := i.held
+	i.held = nil
+	if err := i.remember(pts); err != nil {
+		i.log.Error("crash state unwritable; not crashing", "error", err)
+	} else {
+		names := make([]string, len(pts))
+		for k, p := range pts {
+			names[k] = p.String()
+		}
+		i.log.Warn("crash injection: killing this worker with SIGKILL", "points", strings.Join(names, " "))
+		i.kill()
+	}
+	close(i.killed)
+	i.killed = make(chan struct{})
 }
 
 func (i *Injector) fired() (map[string]bool, error) {
@@ -161,18 +212,25 @@ func (i *Injector) fired() (map[string]bool, error) {
 	defer f.Close()
 	out := map[string]bool{}
 	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		out[strings.TrimSpace(sc.Text())] = true
+		for _, p := range strings.Fields(sc.Text()) { // a line a kill: the points it interrupted
+			out[p] = true
+		}
 	}
 	return out, sc.Err()
 }
 
-func (i *Injector) remember(p Point) error {
+func (i *Injector) remember(pts []Point) error {
 	f, err := os.OpenFile(i.stateFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := fmt.Fprintln(f, p.String()); err != nil {
+	names := make([]string, len(pts))
+	for k, p := range pts {
+		names[k] = p.String()
+	}
+	if _, err := fmt.Fprintln(f, strings.Join(names, " ")); err != nil {
 		f.Close()
 		return err
 	}

@@ -3,8 +3,12 @@ package crash
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,4 +74,46 @@ func TestPointsWithinAStep(t *testing.T) {
 
 	i.At(ctx, "claim-9:step2:turn1:lookup_policy", BeforeEffect)
 	assert.Equal(t, 3, kills)
+}
+
+// With a batch, one kill interrupts several claims at their points: each
+// is held until the batch is full (or the wait since the first passed),
+// then all are remembered on one line and the process is killed once.
+func TestBatchKillsOnceForSeveralClaims(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "fired")
+	pts, err := Parse("c1:6:after-effect,c2:6:after-effect,c3:6:after-effect,c4:6:after-effect")
+	require.NoError(t, err)
+	var mu sync.Mutex
+	kills := 0
+	newInjector := func(wait time.Duration) *Injector {
+		i := New(pts, state, slog.Default()).Batch(3, wait)
+		i.kill = func() { mu.Lock(); kills++; mu.Unlock() }
+		return i
+	}
+	count := func() int { mu.Lock(); defer mu.Unlock(); return kills }
+	ctx := context.Background()
+	i := newInjector(time.Minute)
+	var held sync.WaitGroup
+	for _, c := range []string{"c1", "c2"} {
+		held.Go(func() { i.At(ctx, claim.IdempotencyKey(c+":step6"), AfterEffect) })
+	}
+	require.Eventually(t, func() bool { i.mu.Lock(); defer i.mu.Unlock(); return len(i.held) == 2 }, time.Second, time.Millisecond)
+	assert.Equal(t, 0, count(), "two of three: held, not killed")
+	i.At(ctx, "c3:step6", AfterEffect)
+	held.Wait()
+	assert.Equal(t, 1, count(), "the third fills the batch: one kill")
+	b, err := os.ReadFile(state)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"c1:6:after-effect", "c2:6:after-effect", "c3:6:after-effect"}, strings.Fields(string(b)))
+	assert.Equal(t, 1, strings.Count(string(b), "\n"), "one line a kill")
+
+	// Restarted: the three pass; the last claim alone is killed once the
+	// wait has passed.
+	j := newInjector(50 * time.Millisecond)
+	for _, c := range []string{"c1", "c2", "c3"} {
+		j.At(ctx, claim.IdempotencyKey(c+":step6"), AfterEffect)
+	}
+	assert.Equal(t, 1, count())
+	j.At(ctx, "c4:step6", AfterEffect)
+	assert.Equal(t, 2, count(), "a batch not filled is killed after the wait")
 }

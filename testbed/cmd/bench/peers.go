@@ -50,9 +50,18 @@ type peerOptions struct {
 	approvals, parked    int
 	crashClaims          int
 	crashConcurrency     int
+	crashBatch           int
 	dir                  string // where `make peers` built them (default bin/peers)
 	modelLatencyMinMaxMs [2]int
 }
+
+// batch is how many claims one kill interrupts at its point: the claims
+// in flight, at most (a batch larger would wait out peerCrashWait each time).
+func (o peerOptions) batch() int { return max(1, min(o.crashBatch, o.crashConcurrency, o.crashClaims)) }
+
+// peerCrashWait is how long a kill point holds a batch not yet full (the
+// last one) before it kills.
+const peerCrashWait = 2 * time.Second
 
 // peerEngine is one engine running the claim.
 type peerEngine interface {
@@ -225,14 +234,20 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 	if err != nil {
 		return err
 	}
+	// The i-th kill interrupted the claims of the i-th line; each claim's
+	// recovery runs from the restart after it.
 	restarts := sup.restartTimes()[kills0:]
 	var recovery []float64
-	for i, id := range fired {
-		j := slices.Index(ids, id)
-		if j < 0 || i >= len(restarts) {
-			continue
+	interrupted := 0
+	for i, batch := range fired {
+		for _, id := range batch {
+			j := slices.Index(ids, id)
+			if j < 0 || i >= len(restarts) {
+				continue
+			}
+			interrupted++
+			recovery = append(recovery, ms(done[j].Sub(restarts[i])))
 		}
-		recovery = append(recovery, ms(done[j].Sub(restarts[i])))
 	}
 	maxTransfers, maxCalls, rep, err := w.effects(ctx, ids, sup.exitTimes()[kills0:])
 	if err != nil {
@@ -240,6 +255,7 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 	}
 	k := key + "kill_" + strings.ReplaceAll(point, "-", "_") + "_"
 	res.Values[k+"kills"] = float64(sup.kills() - kills0)
+	res.Values[k+"claims_interrupted"] = float64(interrupted)
 	res.Values[k+"transfers_max"] = float64(maxTransfers)
 	res.Values[k+"model_calls_max"] = float64(maxCalls)
 	res.Values[k+"model_calls_reasked"] = float64(rep.reasked)
@@ -250,8 +266,8 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 		return fmt.Errorf("%s at %s: %d transfers for one claim, %d model calls re-asked with no kill after their answer: durableclaims pays once and never asks again",
 			eng.name(), point, maxTransfers, rep.reasked)
 	}
-	fmt.Fprintf(os.Stderr, "    kill %s: %d claims, %d SIGKILLs; transfers a claim max %d, model calls a claim max %d (asked again: %d cut off by a kill, %d answered less than 1 s before one, %d re-asked with no kill after the answer); restart → done p50 %.0f ms, p99 %.0f ms\n",
-		point, len(ids), sup.kills()-kills0, maxTransfers, maxCalls, rep.cutOff, rep.unrecorded, rep.reasked, percentile(recovery, 50), percentile(recovery, 99))
+	fmt.Fprintf(os.Stderr, "    kill %s: %d claims, %d interrupted at the point by %d SIGKILLs; transfers a claim max %d, model calls a claim max %d (asked again: %d cut off by a kill, %d answered less than 1 s before one, %d re-asked with no kill after the answer); restart → done p50 %.0f ms, p99 %.0f ms\n",
+		point, len(ids), interrupted, sup.kills()-kills0, maxTransfers, maxCalls, rep.cutOff, rep.unrecorded, rep.reasked, percentile(recovery, 50), percentile(recovery, 99))
 	return eng.start(ctx, "")
 }
 
@@ -324,16 +340,22 @@ func (e *env) transfersOf(ctx context.Context, id string) (int, error) {
 	return len(list.Data), nil
 }
 
-func firedKills(path string) ([]string, error) {
+// firedKills reads a kill point's state file: a line a kill, the claims it
+// interrupted at the point.
+func firedKills(path string) ([][]string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	var out []string
+	var out [][]string
 	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			id, _, _ := strings.Cut(strings.Fields(l)[0], ":") // durableclaims' worker writes CLAIM:STEP:PHASE
-			out = append(out, id)
+		var batch []string
+		for _, f := range strings.Fields(l) {
+			id, _, _ := strings.Cut(f, ":") // durableclaims' worker writes CLAIM:STEP:PHASE
+			batch = append(batch, id)
+		}
+		if len(batch) > 0 {
+			out = append(out, batch)
 		}
 	}
 	return out, err
@@ -544,7 +566,8 @@ func (p *httpPeer) worker() *supervised { return p.sup }
 func (p *httpPeer) start(ctx context.Context, crash string) error {
 	p.sup.stop()
 	state := filepath.Join(p.w.dir, p.engine+"-crash-"+cmp.Or(crash, "none"))
-	env := append(slices.Clone(p.env), "PEER_CRASH="+crash, "PEER_CRASH_STATE="+state)
+	env := append(slices.Clone(p.env), "PEER_CRASH="+crash, "PEER_CRASH_STATE="+state,
+		"PEER_CRASH_BATCH="+strconv.Itoa(p.w.e.o.peers.batch()), "PEER_CRASH_WAIT="+peerCrashWait.String())
 	p.sup = &supervised{name: p.engine, logPath: filepath.Join(p.w.dir, p.engine+".log"), crashState: state,
 		cmd: func() *exec.Cmd {
 			cmd := exec.Command(p.bin, p.args...)
@@ -808,7 +831,8 @@ func (d *dcEngine) start(ctx context.Context, crash string) error {
 				points = append(points, id+":7")
 			}
 		}
-		args = append(args, "--crash-at", strings.Join(points, ","))
+		args = append(args, "--crash-at", strings.Join(points, ","),
+			"--crash-batch", strconv.Itoa(e.o.peers.batch()), "--crash-batch-wait", peerCrashWait.String())
 	}
 	d.sup = &supervised{name: d.label, logPath: filepath.Join(d.w.dir, d.label+".log"), crashState: state,
 		cmd: func() *exec.Cmd {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,12 +14,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"durableclaims.local/peers/killpoint"
 )
 
 // The statuses of GET /claims/{id}.
@@ -98,11 +97,11 @@ type Transfer struct {
 }
 
 type peer struct {
-	cfg     config
-	db      *pgxpool.Pool
-	http    *http.Client
-	log     *slog.Logger
-	crashMu sync.Mutex
+	cfg  config
+	db   *pgxpool.Pool
+	http *http.Client
+	log  *slog.Logger
+	kill *killpoint.Killer
 }
 
 // Steps retry transient failures (network, 429, 5xx) with backoff; a
@@ -207,7 +206,7 @@ func (p *peer) claimWorkflow(ctx dbos.Context, c Claim) (View, error) {
 
 	// 7. Notify.
 	if _, err := dbos.RunAsStep(ctx, func(sctx context.Context) (string, error) {
-		p.crashPoint("in-notify", c.ClaimID)
+		p.kill.At("in-notify", c.ClaimID)
 		return p.notify(c, out, approver)
 	}, step("notify")...); err != nil {
 		return View{}, err
@@ -356,7 +355,7 @@ func (p *peer) pay(ctx context.Context, c Claim, amount int64) (Transfer, error)
 	t.Replayed = replayed
 	// Kill point: the transfer exists, the step has not returned, so DBOS
 	// has not recorded it.
-	p.crashPoint("after-pay", c.ClaimID)
+	p.kill.At("after-pay", c.ClaimID)
 	return t, nil
 }
 
@@ -394,48 +393,6 @@ func (p *peer) notify(c Claim, v View, approver string) (string, error) {
 		}
 		return path, err
 	}
-}
-
-// crashPoint kills the process with SIGKILL at the PEER_CRASH point, once
-// per claim: the claim ID is appended to PEER_CRASH_STATE (and synced)
-// first, and a claim listed there is not killed again.
-func (p *peer) crashPoint(point, claimID string) {
-	if p.cfg.crashPoint != point {
-		return
-	}
-	p.crashMu.Lock()
-	defer p.crashMu.Unlock()
-	if f, err := os.Open(p.cfg.crashStateFile); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if sc.Text() == claimID {
-				f.Close()
-				return
-			}
-		}
-		f.Close()
-	}
-	f, err := os.OpenFile(p.cfg.crashStateFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		p.log.Error("crash point: cannot record the kill, not killing", "error", err)
-		return
-	}
-	_, err = f.WriteString(claimID + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	f.Close()
-	if err != nil {
-		p.log.Error("crash point: cannot record the kill, not killing", "error", err)
-		return
-	}
-	if d, err := os.Open(filepath.Dir(p.cfg.crashStateFile)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	p.log.Warn("crash point: SIGKILL", "point", point, "claim_id", claimID)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // the signal is on its way
 }
 
 func (p *peer) do(req *http.Request) ([]byte, error) { return p.doHeader(req, nil) }

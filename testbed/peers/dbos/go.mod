@@ -17,3 +17,7 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
+
+require durableclaims.local/peers/killpoint v0.0.0
+
+replace durableclaims.local/peers/killpoint => ../killpoint

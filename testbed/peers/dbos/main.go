@@ -39,6 +39,8 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"durableclaims.local/peers/killpoint"
 )
 
 const (
@@ -52,26 +54,23 @@ const (
 )
 
 type config struct {
-	addr, pgURL                string
-	modelURL, modelKey         string
-	stripeURL, stripeKey       string
-	mailSpool                  string
-	limitMinor                 int64
-	approvalTimeout            time.Duration
-	crashPoint, crashStateFile string
+	addr, pgURL          string
+	modelURL, modelKey   string
+	stripeURL, stripeKey string
+	mailSpool            string
+	limitMinor           int64
+	approvalTimeout      time.Duration
 }
 
 func loadConfig() (config, error) {
 	c := config{
-		addr:           getenv("PEER_ADDR", "127.0.0.1:8089"),
-		pgURL:          os.Getenv("PG_URL"),
-		modelURL:       os.Getenv("MODEL_BASE_URL"),
-		modelKey:       os.Getenv("MODEL_API_KEY"),
-		stripeURL:      os.Getenv("STRIPE_API_BASE"),
-		stripeKey:      os.Getenv("STRIPE_SECRET_KEY"),
-		mailSpool:      os.Getenv("MAIL_SPOOL"),
-		crashPoint:     os.Getenv("PEER_CRASH"),
-		crashStateFile: os.Getenv("PEER_CRASH_STATE"),
+		addr:      getenv("PEER_ADDR", "127.0.0.1:8089"),
+		pgURL:     os.Getenv("PG_URL"),
+		modelURL:  os.Getenv("MODEL_BASE_URL"),
+		modelKey:  os.Getenv("MODEL_API_KEY"),
+		stripeURL: os.Getenv("STRIPE_API_BASE"),
+		stripeKey: os.Getenv("STRIPE_SECRET_KEY"),
+		mailSpool: os.Getenv("MAIL_SPOOL"),
 	}
 	var err error
 	if c.limitMinor, err = strconv.ParseInt(getenv("AUTO_APPROVE_LIMIT_MINOR", "100000"), 10, 64); err != nil || c.limitMinor < 0 {
@@ -85,15 +84,6 @@ func loadConfig() (config, error) {
 		if v == "" {
 			return c, fmt.Errorf("%s is required", name)
 		}
-	}
-	switch c.crashPoint {
-	case "":
-	case "after-pay", "in-notify":
-		if c.crashStateFile == "" {
-			return c, fmt.Errorf("PEER_CRASH=%s needs PEER_CRASH_STATE", c.crashPoint)
-		}
-	default:
-		return c, fmt.Errorf("PEER_CRASH: want empty, after-pay or in-notify, not %q", c.crashPoint)
 	}
 	return c, os.MkdirAll(c.mailSpool, 0o755)
 }
@@ -140,7 +130,11 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	p := &peer{cfg: cfg, db: pool, http: &http.Client{Timeout: 60 * time.Second}, log: log}
+	kill, err := killpoint.FromEnv(log)
+	if err != nil {
+		return err
+	}
+	p := &peer{cfg: cfg, db: pool, http: &http.Client{Timeout: 60 * time.Second}, log: log, kill: kill}
 	dbos.RegisterWorkflow(dctx, p.claimWorkflow, dbos.WithWorkflowName("claim"))
 
 	// Serve /healthz (503) at once; claims are accepted once Launch is done.
@@ -155,7 +149,7 @@ func run(log *slog.Logger) error {
 		return fmt.Errorf("dbos launch: %w", err)
 	}
 	launched.Store(true)
-	log.Info("peer ready", "addr", cfg.addr, "crash", cfg.crashPoint)
+	log.Info("peer ready", "addr", cfg.addr, "crash", os.Getenv("PEER_CRASH"))
 
 	select {
 	case <-ctx.Done():

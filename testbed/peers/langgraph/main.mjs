@@ -51,6 +51,8 @@ const AUTO_APPROVE_LIMIT_MINOR = Number(env("AUTO_APPROVE_LIMIT_MINOR", "100000"
 const APPROVAL_TIMEOUT_MS = parseDuration(env("APPROVAL_TIMEOUT", "24h"));
 const PEER_CRASH = env("PEER_CRASH");
 const PEER_CRASH_STATE = env("PEER_CRASH_STATE", path.join(os.tmpdir(), "langgraph-peer-crash-state"));
+const PEER_CRASH_BATCH = Number(env("PEER_CRASH_BATCH", "1")); // claims one kill interrupts
+const PEER_CRASH_WAIT_MS = parseDuration(env("PEER_CRASH_WAIT", "2s")); // a batch not full is killed after
 const CONCURRENCY = Number(env("PEER_CONCURRENCY", "16")); // graph runs at once
 
 if (!PG_URL) {
@@ -59,6 +61,10 @@ if (!PG_URL) {
 }
 if (!["", "after-pay", "in-notify"].includes(PEER_CRASH)) {
   console.error(`langgraph peer: PEER_CRASH=${PEER_CRASH}: want empty, after-pay or in-notify`);
+  process.exit(2);
+}
+if (!Number.isInteger(PEER_CRASH_BATCH) || PEER_CRASH_BATCH < 1 || !(PEER_CRASH_WAIT_MS > 0)) {
+  console.error("langgraph peer: PEER_CRASH_BATCH wants a whole number >= 1, PEER_CRASH_WAIT a positive duration");
   process.exit(2);
 }
 
@@ -117,20 +123,33 @@ const claimJSON = (c) =>
     documents: [],
   });
 
-// killPoint fires a contract kill point once per claim: the claim is appended to
-// PEER_CRASH_STATE and synced, then the process SIGKILLs itself.
-function killPoint(point, claimId) {
+// killPoint is the contract's kill point, once per claim: the claim is held
+// there until PEER_CRASH_BATCH claims are (or PEER_CRASH_WAIT has passed
+// since the first was), then the held claims are appended to PEER_CRASH_STATE
+// as one line and synced, and the process SIGKILLs itself.
+let held = [];
+async function killPoint(point, claimId) {
   if (PEER_CRASH !== point) return;
   let fired = "";
   try {
     fired = fs.readFileSync(PEER_CRASH_STATE, "utf8");
   } catch {}
-  if (fired.split("\n").includes(claimId)) return;
+  if (fired.split(/\s+/).includes(claimId) || held.includes(claimId)) return;
+  held.push(claimId);
+  if (held.length >= PEER_CRASH_BATCH) fireKill(point);
+  else if (held.length === 1) setTimeout(() => fireKill(point), PEER_CRASH_WAIT_MS);
+  return new Promise(() => {}); // the kill comes first
+}
+
+function fireKill(point) {
+  if (held.length === 0) return;
+  const claims = held;
+  held = [];
   const fd = fs.openSync(PEER_CRASH_STATE, "a");
-  fs.writeSync(fd, claimId + "\n");
+  fs.writeSync(fd, claims.join(" ") + "\n");
   fs.fsyncSync(fd);
   fs.closeSync(fd);
-  log("kill point", { point, claim_id: claimId });
+  log("kill point", { point, claims: claims.join(" ") });
   process.kill(process.pid, "SIGKILL");
 }
 
@@ -247,13 +266,13 @@ async function pay({ claim: c, payout_minor: payout }) {
   const transfer = JSON.parse(text);
   const replayed = res.headers.get("Idempotent-Replayed") === "true";
   log("paid", { claim_id: c.claim_id, transfer_id: transfer.id, replayed });
-  killPoint("after-pay", c.claim_id);
+  await killPoint("after-pay", c.claim_id);
   return { transfer_id: transfer.id, payment_replayed: replayed, status: "paid" };
 }
 
 // 7. notify: write the claimant's e-mail to the spool; a repeat is <claim>.<n>.eml.
-function notify({ claim: c, status, reason, payout_minor: payout, transfer_id }) {
-  killPoint("in-notify", c.claim_id);
+async function notify({ claim: c, status, reason, payout_minor: payout, transfer_id }) {
+  await killPoint("in-notify", c.claim_id);
   const body = [
     `To: ${c.claimant.name} <${c.claimant.email}>`,
     `Subject: Your claim ${c.claim_id}: ${status}`,

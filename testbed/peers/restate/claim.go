@@ -15,11 +15,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	restate "github.com/restatedev/sdk-go"
+
+	"durableclaims.local/peers/killpoint"
 )
 
 // Claim is the body of POST /claims and the input of the workflow's run handler.
@@ -68,7 +69,7 @@ type config struct {
 	mailSpool             string
 	autoApproveLimit      int64
 	approvalTimeout       time.Duration
-	crashPoint, crashFile string
+	kill                  *killpoint.Killer
 	httpClient            *http.Client
 	db                    *pgxpool.Pool
 }
@@ -202,7 +203,7 @@ func (c *claims) run(ctx restate.WorkflowContext, cl Claim) (Status, error) {
 	st.TransferID, err = restate.Run(ctx, func(rc restate.RunContext) (string, error) {
 		id, err := c.pay(rc, key, cl, st.PayoutMinor)
 		if err == nil {
-			c.crash("after-pay", key)
+			c.cfg.kill.At("after-pay", key)
 		}
 		return id, err
 	}, restate.WithName("pay"))
@@ -212,7 +213,7 @@ func (c *claims) run(ctx restate.WorkflowContext, cl Claim) (Status, error) {
 
 	// 7. notify: journaled.
 	if _, err := restate.Run(ctx, func(rc restate.RunContext) (restate.Void, error) {
-		c.crash("in-notify", key)
+		c.cfg.kill.At("in-notify", key)
 		return restate.Void{}, c.notify(key, cl, st)
 	}, restate.WithName("notify")); err != nil {
 		return c.fail(ctx, cl, st, triage.Raw, assessed.Raw, err)
@@ -409,32 +410,4 @@ func (c *claims) notify(key string, cl Claim, st Status) error {
 		}
 		return err
 	}
-}
-
-// crash is the contract's kill point: once per claim, recorded (and synced) in
-// PEER_CRASH_STATE before the process SIGKILLs itself.
-func (c *claims) crash(point, key string) {
-	if c.cfg.crashPoint != point || c.cfg.crashFile == "" {
-		return
-	}
-	if data, err := os.ReadFile(c.cfg.crashFile); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if strings.TrimSpace(line) == key {
-				return
-			}
-		}
-	}
-	f, err := os.OpenFile(c.cfg.crashFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		panic(err)
-	}
-	if _, err := f.WriteString(key + "\n"); err != nil {
-		panic(err)
-	}
-	if err := f.Sync(); err != nil {
-		panic(err)
-	}
-	f.Close()
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // never returns
 }

@@ -27,3 +27,7 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
+
+require durableclaims.local/peers/killpoint v0.0.0
+
+replace durableclaims.local/peers/killpoint => ../killpoint

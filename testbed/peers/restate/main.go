@@ -49,6 +49,8 @@ import (
 	restate "github.com/restatedev/sdk-go"
 	restateingress "github.com/restatedev/sdk-go/ingress"
 	"github.com/restatedev/sdk-go/server"
+
+	"durableclaims.local/peers/killpoint"
 )
 
 func main() {
@@ -71,6 +73,10 @@ func main() {
 	if err != nil {
 		log.Fatalf("APPROVAL_TIMEOUT: %v", err)
 	}
+	kill, err := killpoint.FromEnv(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	ctx := context.Background()
 	db, err := pgxpool.New(ctx, os.Getenv("PG_URL"))
@@ -89,8 +95,7 @@ func main() {
 		mailSpool:        envOr("MAIL_SPOOL", "mail"),
 		autoApproveLimit: limit,
 		approvalTimeout:  timeout,
-		crashPoint:       os.Getenv("PEER_CRASH"),
-		crashFile:        os.Getenv("PEER_CRASH_STATE"),
+		kill:             kill,
 		httpClient:       &http.Client{Timeout: 60 * time.Second},
 		db:               db,
 	}

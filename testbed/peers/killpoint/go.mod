@@ -1,0 +1,3 @@
+module durableclaims.local/peers/killpoint
+
+go 1.26
