@@ -70,8 +70,8 @@ bench: temporal-cli temporal-server build
 # The same claim on DBOS, Restate and LangGraph beside durableclaims, in one
 # run (testbed/peers, docs/performance.md): peers-install builds each peer
 # from the Go module proxy and npm, pinned (about 3 minutes, once); the
-# workload takes about 12 minutes (PEERS_FLAGS="-peers-claims 10
-# -peers-approvals 3 -peers-parked 20 -peers-crash-claims 1" is CI's short form).
+# workload takes about 15 minutes (PEERS_FLAGS="-peers-claims 10
+# -peers-approvals 3 -peers-parked 20 -peers-crash-claims 10" is CI's short form).
 PEERS_DIR := testbed/peers
 peers-install:
 	cd $(PEERS_DIR)/dbos && $(GO) build -o peer-dbos .

@@ -162,6 +162,7 @@ func main() {
 	flag.IntVar(&o.peers.parked, "peers-parked", 2000, "the peers workload: claims parked for the memory measure")
 	flag.IntVar(&o.peers.crashClaims, "peers-crash-claims", 100, "the peers workload: claims per kill point, each interrupted there by a SIGKILL of the engine's worker")
 	flag.IntVar(&o.peers.crashConcurrency, "peers-crash-concurrency", 10, "the peers workload: claims in flight while the worker is killed")
+	flag.BoolVar(&o.peers.waitSuspended, "peers-wait-suspended", false, "the peers workload: read Restate's worker RSS again once its server has suspended the parked claims (its inactivity timeout: about a minute more)")
 	flag.IntVar(&o.peers.crashBatch, "peers-crash-batch", 10, "the peers workload: claims one SIGKILL interrupts, each held at the kill point until the batch is there (at most -peers-crash-concurrency)")
 	flag.StringVar(&o.peers.dir, "peers-dir", "testbed/peers", "the peers workload: where `make peers` built the peers")
 	replot := flag.String("plot", "", "draw the SVGs of an existing results JSON next to it (e.g. var/bench/latest.json) and exit, measuring nothing")

@@ -51,6 +51,7 @@ type peerOptions struct {
 	crashClaims          int
 	crashConcurrency     int
 	crashBatch           int
+	waitSuspended        bool
 	dir                  string // where `make peers` built them (default bin/peers)
 	modelLatencyMinMaxMs [2]int
 }
@@ -106,11 +107,14 @@ func (e *env) peers(ctx context.Context, res *results) error {
 		if err != nil {
 			return fmt.Errorf("peer %s: %w", name, err)
 		}
+		t0 := time.Now()
 		err = w.measure(ctx, res, eng)
 		eng.stop()
 		if err != nil {
 			return fmt.Errorf("peer %s: %w", name, err)
 		}
+		res.Values["peers_"+name+"_wall_s"] = time.Since(t0).Seconds()
+		fmt.Fprintf(os.Stderr, "  peers: %s measured in %s\n", name, time.Since(t0).Round(time.Second))
 	}
 	printPeers(os.Stderr, res, o.engines)
 	return nil
@@ -196,6 +200,22 @@ func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) e
 	res.Values[key+"rss_idle_mib"] = float64(idle) / (1 << 20)
 	res.Values[key+"rss_parked_mib"] = float64(parked) / (1 << 20)
 	fmt.Fprintf(os.Stderr, "    %d parked: worker RSS %.1f → %.1f MiB\n", o.parked, float64(idle)/(1<<20), float64(parked)/(1<<20))
+	// Restate's server leaves a waiting invocation open on the worker
+	// until its inactivity timeout (a minute by default), then suspends
+	// it: with -peers-wait-suspended the worker's memory is read again once
+	// it has suspended them (about a minute more).
+	if s, ok := eng.(suspender); ok && o.waitSuspended {
+		t0 := time.Now()
+		n, err := waitSuspended(ctx, s, o.parked, 3*time.Minute)
+		if err != nil {
+			return err
+		}
+		time.Sleep(3 * time.Second)
+		settled := rssOf(eng.workerPIDs())
+		res.Values[key+"rss_parked_suspended_mib"] = float64(settled) / (1 << 20)
+		res.Values[key+"parked_suspended_after_s"] = time.Since(t0).Seconds()
+		fmt.Fprintf(os.Stderr, "    %d of them suspended by the server %.0f s later: worker RSS %.1f MiB\n", n, time.Since(t0).Seconds(), float64(settled)/(1<<20))
+	}
 
 	// The seed's crash points, o.crashClaims claims each.
 	for _, point := range []string{"after-pay", "in-notify"} {
@@ -708,6 +728,10 @@ func (w *peerWorld) engine(ctx context.Context, name string) (peerEngine, error)
 			return nil, err
 		}
 		p.bin = filepath.Join(peersDir, "restate", "restate-peer")
+		if _, err := os.Stat(p.bin); err != nil {
+			return nil, fmt.Errorf("%w: build the peers with `make peers`", err)
+		}
+		return restatePeer{httpPeer: p, admin: envOf(p.env, "RESTATE_ADMIN_URL")}, nil
 	default:
 		return nil, fmt.Errorf("unknown engine %q (dbos, restate, langgraph, durableclaims)", name)
 	}
@@ -717,6 +741,80 @@ func (w *peerWorld) engine(ctx context.Context, name string) (peerEngine, error)
 		}
 	}
 	return p, nil
+}
+
+// suspender is an engine whose server suspends a waiting claim some time
+// after it parked (Restate).
+type suspender interface {
+	suspended(ctx context.Context) (int, error)
+}
+
+// waitSuspended waits until at least n claims are suspended, or for at
+// most limit; it returns how many are.
+func waitSuspended(ctx context.Context, s suspender, n int, limit time.Duration) (int, error) {
+	var got int
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); {
+		var err error
+		if got, err = s.suspended(ctx); err != nil {
+			return 0, err
+		}
+		if got >= n {
+			return got, nil
+		}
+		select {
+		case <-ctx.Done():
+			return got, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return got, nil
+}
+
+// envOf is name's value in an environment list.
+func envOf(env []string, name string) string {
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// restatePeer is the Restate peer: its server can say which invocations
+// it has suspended.
+type restatePeer struct {
+	*httpPeer
+	admin string
+}
+
+// suspended counts the suspended invocations, by the admin API's SQL
+// introspection (docs.restate.dev/operate/introspection).
+func (r restatePeer) suspended(ctx context.Context) (int, error) {
+	body, _ := json.Marshal(map[string]string{"query": "SELECT count(*) AS n FROM sys_invocation WHERE status = 'suspended'"})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.admin+"/query", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return 0, fmt.Errorf("restate admin /query: %s: %s", resp.Status, bytes.TrimSpace(b))
+	}
+	var out struct {
+		Rows []struct {
+			N int `json:"n"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || len(out.Rows) != 1 {
+		return 0, fmt.Errorf("restate admin /query: %.200s", b)
+	}
+	return out.Rows[0].N, nil
 }
 
 // restateServer starts the Restate server the Restate peer's worker
