@@ -179,8 +179,13 @@ func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecuti
 		}
 		point = p.GetFirstWorkflowTaskCompletedId()
 	}
+	// A run an earlier reset left assigned to a build, the old way: the
+	// server refuses its task completions whichever build that is (the
+	// assignment follows the last stamp rebuilt, possibly the good
+	// build's), and no build of a deployment is ever assigned otherwise.
 	//nolint:staticcheck // SA1019: the old build-ID assignment is what strands the run (resetPoint)
-	stranded := point == 0 && info.GetAssignedBuildId() == build
+	assigned := info.GetAssignedBuildId()
+	stranded := point == 0 && assigned != ""
 	if point == 0 && !stranded {
 		return "", runUntouched, nil
 	}
@@ -193,11 +198,11 @@ func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecuti
 		return "", runUntouched, err
 	}
 	if !includePaid && h.paidAfter(at) {
-		return fmt.Sprintf("%s: run %s NOT reset: it paid after event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build), runHeld, nil
+		return fmt.Sprintf("%s: run %s NOT reset: it paid (or was paying) after event %d, where the reset would go", ex.GetWorkflowId(), ex.GetRunId(), at), runHeld, nil
 	}
 	line := fmt.Sprintf("%s: run %s reset to event %d, before build %s's first workflow task", ex.GetWorkflowId(), ex.GetRunId(), at, build)
 	if stranded {
-		line = fmt.Sprintf("%s: run %s, left assigned to build %s by an earlier reset (the server refused every other build's task completions), reset to event %d", ex.GetWorkflowId(), ex.GetRunId(), build, at)
+		line = fmt.Sprintf("%s: run %s, left assigned to build %s by an earlier reset (the server refused every task completion), reset to event %d", ex.GetWorkflowId(), ex.GetRunId(), assigned, at)
 	}
 	if why != "" {
 		line += " (" + why + ")"
@@ -228,8 +233,9 @@ type runHistory struct {
 	// worker's versioning stamp (0 for none).
 	stamped      int64
 	stampedBuild string
-	// paid lists the PayClaimant activities that completed, by the event
-	// that scheduled them.
+	// paid lists the PayClaimant activities scheduled, by their event: a
+	// payment may have reached the provider whether or not its completion
+	// is in history yet.
 	paid []int64
 }
 
@@ -237,7 +243,6 @@ type taskEnd struct{ event, started int64 }
 
 func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution) (runHistory, error) {
 	var h runHistory
-	pay := map[int64]bool{}
 	it := c.GetWorkflowHistory(ctx, ex.GetWorkflowId(), ex.GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		e, err := it.Next()
@@ -259,9 +264,7 @@ func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExec
 		case e.GetWorkflowTaskTimedOutEventAttributes() != nil:
 			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId()})
 		case e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "PayClaimant":
-			pay[id] = true
-		case pay[e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()]:
-			h.paid = append(h.paid, e.GetActivityTaskCompletedEventAttributes().GetScheduledEventId())
+			h.paid = append(h.paid, id)
 		}
 	}
 	return h, nil
@@ -269,15 +272,18 @@ func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExec
 
 // resetPoint is the event to reset a run to: point, the build's first
 // completed workflow task (0: the latest the run allows), unless the
-// history up to it holds a workflow task a worker started on a retry.
-// Such a started event (a task's second or later attempt, written when the
-// task completes) carries the worker's versioning stamp, and Temporal 1.29,
-// rebuilding the reset run from history, assigns the run to that build the
-// old, build-ID way: it then refuses every task completion from the build
-// now serving ("this workflow task was dispatched to Build ID , not …")
-// and the claim never moves again. So the reset goes back to the last
-// workflow task that ended before that event; the steps between run again
-// under their idempotency keys.
+// history before it holds a workflow-task-started event that carries a
+// worker's versioning stamp. The server writes one for a task it did not
+// record as started when it was dispatched: a retried task (its second or
+// later attempt, written when it ends) and an update's speculative task.
+// Temporal 1.29, rebuilding the reset run from history, assigns the run
+// to that stamp's build the old, build-ID way, and then refuses every task
+// completion ("this workflow task was dispatched to Build ID , not …") or
+// dispatch: the claim never moves again. So the reset goes back to the
+// last workflow task that ended before that event. The steps between run
+// again under their idempotency keys, and an update accepted between is
+// applied again (a receipt older than 15 minutes is refused then, and the
+// claim asks a human again).
 func resetPoint(h runHistory, point int64) (at int64, why string, err error) {
 	if point == 0 && h.stamped == 0 {
 		return 0, "", errors.New("assigned to the build, yet no workflow task in its history carries a build's stamp: look at it by hand (temporal workflow show)")
@@ -286,15 +292,18 @@ func resetPoint(h runHistory, point int64) (at int64, why string, err error) {
 		if point != 0 && t.event > point {
 			break
 		}
-		if h.stamped == 0 || t.started < h.stamped {
+		// A reset to at keeps the events before it: the stamp must not be
+		// one of them. (A sticky task that timed out before it started
+		// has no started event: its started ID is 0.)
+		if h.stamped == 0 || t.event < h.stamped {
 			at = t.event
 		}
 	}
 	if at == 0 {
-		return 0, "", fmt.Errorf("no workflow task ended before event %d, which build %s started on a retry: a reset would leave the run assigned to that build; terminate it and start the claim again", h.stamped, h.stampedBuild)
+		return 0, "", fmt.Errorf("no workflow task ended before event %d, a task started with build %s's stamp: a reset would leave the run assigned to that build; terminate it and start the claim again", h.stamped, h.stampedBuild)
 	}
 	if point != 0 && at != point {
-		why = fmt.Sprintf("not %d: build %s started the task at event %d on a retry, and a run reset past it would stay assigned to that build", point, h.stampedBuild, h.stamped)
+		why = fmt.Sprintf("not %d: event %d started a task with build %s's stamp (a retry, or an update's task), and a run reset past it would stay assigned to that build", point, h.stamped, h.stampedBuild)
 	}
 	return at, why, nil
 }

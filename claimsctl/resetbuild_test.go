@@ -21,10 +21,11 @@ func TestResetPointStopsBeforeAStampedTask(t *testing.T) {
 		want  int64
 		why   bool
 	}{
-		"no retried task: the build's own point":    {runHistory{finished: tasks}, 7, 7, false},
-		"retried by the bad build: the task before": {runHistory{finished: tasks, stamped: 6, stampedBuild: "bad"}, 7, 4, true},
-		"a retry after the point changes nothing":   {runHistory{finished: tasks, stamped: 19, stampedBuild: "good"}, 7, 7, false},
-		"a stranded run: before the stamp":          {runHistory{finished: tasks, stamped: 11, stampedBuild: "bad"}, 0, 7, false},
+		"no retried task: the build's own point":      {runHistory{finished: tasks}, 7, 7, false},
+		"retried by the bad build: the task before":   {runHistory{finished: tasks, stamped: 6, stampedBuild: "bad"}, 7, 4, true},
+		"a retry after the point changes nothing":     {runHistory{finished: tasks, stamped: 19, stampedBuild: "good"}, 7, 7, false},
+		"a stranded run: before the stamp":            {runHistory{finished: tasks, stamped: 11, stampedBuild: "bad"}, 0, 7, false},
+		"a sticky timeout after the stamp is past it": {runHistory{finished: []taskEnd{{4, 3}, {12, 11}, {15, 0}, {18, 17}}, stamped: 11, stampedBuild: "good"}, 18, 4, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			at, why, err := resetPoint(c.h, c.point)
@@ -34,11 +35,13 @@ func TestResetPointStopsBeforeAStampedTask(t *testing.T) {
 		})
 	}
 	_, _, err := resetPoint(runHistory{finished: tasks, stamped: 3, stampedBuild: "bad"}, 7)
-	assert.ErrorContains(t, err, "event 3, which build bad started on a retry")
+	assert.ErrorContains(t, err, "before event 3, a task started with build bad's stamp")
 	_, _, err = resetPoint(runHistory{finished: tasks}, 0)
 	assert.ErrorContains(t, err, "no workflow task in its history carries a build's stamp")
 }
 
+// A payment scheduled after the point counts, completed or not: it may
+// have reached the provider.
 func TestPaidAfter(t *testing.T) {
 	h := runHistory{paid: []int64{30}}
 	assert.True(t, h.paidAfter(20))

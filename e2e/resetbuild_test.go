@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -106,12 +108,20 @@ func TestResetBuildAfterARetriedFirstTask(t *testing.T) {
 		//nolint:staticcheck // SA1019: the old build-ID assignment is exactly what is wrong with the run
 		return w.describe(ids[1]).GetWorkflowExecutionInfo().GetAssignedBuildId() == "build-bad"
 	}, testTimeout, pollEvery, "the hand reset did not leave the run assigned to build-bad: the server no longer does this")
+	// reset-build finds runs by visibility: wait until it lists the new run.
+	newRun := w.describe(ids[1]).GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	require.Eventually(t, func() bool {
+		resp, err := w.client.ListWorkflow(context.Background(), &workflowservice.ListWorkflowExecutionsRequest{
+			Query: fmt.Sprintf(`WorkflowId = %q AND ExecutionStatus = "Running"`, ids[1])})
+		return err == nil && len(resp.GetExecutions()) == 1 && resp.GetExecutions()[0].GetExecution().GetRunId() == newRun
+	}, testTimeout, pollEvery, "visibility never listed the hand-reset run")
 
 	out, err = w.ctl("reset-build", "build-bad")
 	require.NoError(t, err, out)
 	t.Log(out)
-	assert.Contains(t, out, ids[0]+": run ")
-	assert.Contains(t, out, ids[1]+": run ")
+	assert.Regexp(t, ids[0]+`: run \S+ reset to event \d+, before build build-bad's first workflow task \(not \d+: event \d+ started a task with build build-bad's stamp`, out,
+		"the retried claim reset to before the stamped retry")
+	assert.Contains(t, out, ids[1]+": run "+newRun+", left assigned to build build-bad by an earlier reset")
 
 	for _, id := range ids {
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
