@@ -130,7 +130,8 @@ func whatIfCmd(args []string, stdout, stderr io.Writer) int {
 	// candidate (with its endpoint and price), the pace, the budget and
 	// the selection's flags.
 	identity := digest(fmt.Sprintf("%s %s %d %d %+v", digest(in), *baseURL, *priceIn, *priceOut, sel))
-	run, resumed, err := startWhatIf(ctx, c, *id, in, identity, func() ([]string, error) { return sel.resolve(ctx, st, *id) })
+	run, resumed, err := startWhatIf(ctx, c, *id, in, identity, func() ([]string, error) { return sel.resolve(ctx, st, *id) },
+		func(ids []string) error { return sel.admits(ctx, st, ids) })
 	if err != nil {
 		return fail(err)
 	}
@@ -235,10 +236,10 @@ type selection struct {
 	sample                        int
 }
 
-// resolve lists the claims: those named, or those whose claim file was
-// written in the window, with the outcome, sampled. A sample is the same
-// for the same seed (the what-if's ID, or the selection itself).
-func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([]string, error) {
+// matching lists the claims the selection names, sorted, before any
+// sample; slack widens a window relative to now (--since DURATION) back by
+// that much.
+func (s selection) matching(ctx context.Context, st *store.Store, slack time.Duration) ([]string, error) {
 	var ids []string
 	if s.claims != "" {
 		for _, id := range strings.Split(s.claims, ",") {
@@ -251,7 +252,7 @@ func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([
 	var from, to time.Time
 	if s.since != "" {
 		if d, err := time.ParseDuration(s.since); err == nil {
-			from = time.Now().Add(-d)
+			from = time.Now().Add(-d - slack)
 		} else if from, err = time.Parse(time.RFC3339, s.since); err != nil {
 			return nil, fmt.Errorf("--since %q: want a duration (720h) or an RFC 3339 time", s.since)
 		}
@@ -280,7 +281,48 @@ func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([
 		}
 	}
 	slices.Sort(ids)
-	if s.sample > 0 && s.sample < len(ids) {
+	return ids, nil
+}
+
+// admits says whether ids can be the claims this selection gave a what-if
+// started earlier: the claims named, exactly; or claims the window matches
+// (a window relative to now, as it stood up to a day ago: the what-if's ID
+// names the day), no more than the sample.
+func (s selection) admits(ctx context.Context, st *store.Store, ids []string) error {
+	if s.claims != "" {
+		want, err := s.matching(ctx, st, 0)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(ids)), slices.Sorted(slices.Values(want))) {
+			return fmt.Errorf("it was given %d claims, not the %d --claims names", len(ids), len(want))
+		}
+		return nil
+	}
+	if s.sample > 0 && len(ids) > s.sample {
+		return fmt.Errorf("it was given %d claims, more than the sample of %d", len(ids), s.sample)
+	}
+	all, err := s.matching(ctx, st, 24*time.Hour)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, ok := slices.BinarySearch(all, id); !ok {
+			return fmt.Errorf("it was given claim %q, which the selection does not name", id[:min(len(id), 80)])
+		}
+	}
+	return nil
+}
+
+// resolve lists the claims: those named, or those whose claim file was
+// written in the window, with the outcome, sampled. A sample is the same
+// for the same seed (the what-if's ID, or the selection itself).
+func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([]string, error) {
+	ids, err := s.matching(ctx, st, 0)
+	if err != nil {
+		return nil, err
+	}
+	if s.claims == "" && s.sample > 0 && s.sample < len(ids) {
 		seed = cmp.Or(seed, fmt.Sprint(s))
 		slices.SortFunc(ids, func(x, y string) int { return strings.Compare(digest(seed+x), digest(seed+y)) })
 		ids = ids[:s.sample]
@@ -298,7 +340,7 @@ func (s selection) resolve(ctx context.Context, st *store.Store, seed string) ([
 // startWhatIf starts the what-if on the claims selected, or finds the one
 // with this ID: resumed when it tries the same candidate the same way, an
 // error when the ID is another's.
-func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Input, sum string, selected func() ([]string, error)) (client.WorkflowRun, bool, error) {
+func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Input, sum string, selected func() ([]string, error), admits func([]string) error) (client.WorkflowRun, bool, error) {
 	d, err := c.DescribeWorkflow(ctx, id, "")
 	var nf *serviceerror.NotFound
 	switch {
@@ -307,16 +349,31 @@ func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Inpu
 		return nil, false, err
 	default:
 		info := d.RawResponse.GetWorkflowExecutionInfo()
-		var held string
+		var heldSum string
 		if p := info.GetMemo().GetFields()[whatifMemo]; p != nil {
-			_ = json.Unmarshal(p.GetData(), &held)
+			_ = json.Unmarshal(p.GetData(), &heldSum)
 		}
-		if held != sum {
+		if heldSum != sum {
 			return nil, false, fmt.Errorf("what-if %s exists with another candidate, endpoint, price, pace, budget or selection: choose another --id", id)
 		}
 		if s := info.GetStatus(); s != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && s != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED &&
 			s != enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW {
 			return nil, false, fmt.Errorf("what-if %s ended %s: choose another --id to run it again", id, s)
+		}
+		// The memo is whatever its starter wrote: anyone who reaches the
+		// frontend can start a run under this ID with this memo and other
+		// claims, to have this command's worker read them into a history
+		// of theirs. What the run was given must be what this command
+		// would give it.
+		held, err := startedWith(ctx, c, id, info.GetExecution().GetRunId())
+		if err != nil {
+			return nil, false, err
+		}
+		if err = sameWhatIf(held, in); err == nil {
+			err = admits(held.ClaimIDs)
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("what-if %s exists, but %w: not resuming it; choose another --id (and look at who started it)", id, err)
 		}
 		return c.GetWorkflow(ctx, id, ""), true, nil
 	}
@@ -328,6 +385,44 @@ func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Inpu
 		WorkflowExecutionErrorWhenAlreadyStarted: true},
 		whatif.WorkflowName, in)
 	return run, false, err
+}
+
+// startedWith reads the input a what-if's run was started (or continued)
+// with, from its first event.
+func startedWith(ctx context.Context, c client.Client, id, runID string) (whatif.Input, error) {
+	var in whatif.Input
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return in, fmt.Errorf("what-if %s: its run has no history", id)
+	}
+	e, err := it.Next()
+	if err != nil {
+		return in, err
+	}
+	a := e.GetWorkflowExecutionStartedEventAttributes()
+	if a == nil || a.GetWorkflowType().GetName() != whatif.WorkflowName {
+		return in, fmt.Errorf("what-if %s: its run is not a %s", id, whatif.WorkflowName)
+	}
+	dc, err := config.DataConverter()
+	if err != nil {
+		return in, err
+	}
+	if err := dc.FromPayloads(a.GetInput(), &in); err != nil {
+		return in, fmt.Errorf("what-if %s: its input: %w", id, err)
+	}
+	return in, nil
+}
+
+// sameWhatIf says how a run's candidate or pace differs from the one
+// wanted (its claims are the selection's to judge: admits).
+func sameWhatIf(held, want whatif.Input) error {
+	switch {
+	case digest(held.Candidate) != digest(want.Candidate):
+		return errors.New("it was given another candidate")
+	case held.Concurrency != want.Concurrency || held.SpendCapMicros != want.SpendCapMicros:
+		return errors.New("it was given another pace or spend cap")
+	}
+	return nil
 }
 
 // parentOf asks the Temporal server which workflow started a run.

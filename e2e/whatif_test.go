@@ -20,7 +20,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	_ "modernc.org/sqlite"
@@ -257,6 +259,36 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 	for _, r := range same.Rows {
 		assert.False(t, r.Changed, "%s: the current model and policy decide as they did: %+v", r.ClaimID, r)
 		assert.Empty(t, r.Error, r.ClaimID)
+	}
+
+	// An attacker who reaches the frontend starts a run of their own under
+	// that what-if's ID, its memo copied, with one claim of their choosing;
+	// the operator runs the same command again. It must not resume (its
+	// worker would read the attacker's claims into the attacker's history).
+	d, err := w.client.DescribeWorkflow(context.Background(), "whatif-e2e-same", "")
+	require.NoError(t, err)
+	memo := map[string]any{}
+	for k, p := range d.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields() {
+		var v string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &v))
+		memo[k] = v
+	}
+	hijack, err := w.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "whatif-e2e-same",
+		TaskQueue: whatif.TaskQueue("whatif-e2e-same"), Memo: memo, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE},
+		whatif.WorkflowName, whatif.Input{ClaimIDs: []string{"claim-wi-c01"}, Candidate: same.Candidate})
+	require.NoError(t, err)
+	defer func() {
+		_ = w.client.TerminateWorkflow(context.Background(), "whatif-e2e-same", hijack.GetRunID(), "test over")
+	}()
+	out, err = testenv.RunStdout(t, w.env, filepath.Join(w.bin, "claimsctl"), "whatif", "--id", "whatif-e2e-same",
+		"--claims", strings.Join(ids, ","), "--model-provider", "rules", "--out", t.TempDir(), "--json")
+	require.Error(t, err, "claimsctl resumed a what-if someone else started under its ID: %s", out)
+	assert.Contains(t, out, "not resuming it")
+	hist := w.client.GetWorkflowHistory(context.Background(), "whatif-e2e-same", hijack.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for hist.HasNext() {
+		e, err := hist.Next()
+		require.NoError(t, err)
+		assert.NotEqual(t, enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, e.GetEventType(), "the operator's worker ran the attacker's what-if")
 	}
 
 	// An attacker who reaches the frontend, while a what-if runs, asks its
