@@ -74,6 +74,7 @@ bench: temporal-cli temporal-server build
 # -peers-approvals 3 -peers-parked 20 -peers-crash-claims 10" is CI's short form).
 PEERS_DIR := testbed/peers
 peers-install:
+	cd $(PEERS_DIR)/killpoint && $(GO) test -count=1 .
 	cd $(PEERS_DIR)/dbos && $(GO) build -o peer-dbos .
 	cd $(PEERS_DIR)/restate && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && $(GO) build -o restate-peer .
 	cd $(PEERS_DIR)/langgraph && npm ci --no-audit --no-fund --loglevel=error

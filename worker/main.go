@@ -101,6 +101,9 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 		if crashState == "" {
 			crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
 		}
+		if batch.wait <= 0 {
+			return errors.New("--crash-batch-wait: want a positive duration")
+		}
 		crashes = crash.New(points, crashState, logger).Batch(batch.n, batch.wait)
 		acts.Mailer = crashes.Mailer(acts.Mailer)
 		logger.Warn("crash injection armed", "points", crashAt, "state", crashState, "batch", batch.n)

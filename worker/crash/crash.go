@@ -120,6 +120,7 @@ type Injector struct {
 	batch  int
 	wait   time.Duration
 	held   []Point
+	timer  *time.Timer
 	killed chan struct{}
 	// kill is the process kill; tests replace it.
 	kill func()
@@ -157,21 +158,30 @@ func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase Phase) 
 			i.log.Error("crash state unreadable; not crashing", "error", err)
 			return
 		}
-		if fired[p.String()] || slices.Contains(i.held, p) {
+		if fired[p.String()] {
 			i.mu.Unlock()
 			return
 		}
-		i.held = append(i.held, p)
 		killed := i.killed
+		if slices.Contains(i.held, p) {
+			// Reached again while held (a retry of the held attempt):
+			// it waits for the same kill.
+			i.mu.Unlock()
+			<-killed
+			return
+		}
+		i.held = append(i.held, p)
 		i.log.Info("crash injection: point reached", "point", p.String(), "key", string(key), "held", len(i.held), "batch", i.batch)
 		switch {
 		case len(i.held) >= i.batch:
 			i.fireLocked()
 		case len(i.held) == 1:
-			time.AfterFunc(i.wait, func() {
+			i.timer = time.AfterFunc(i.wait, func() {
 				i.mu.Lock()
 				defer i.mu.Unlock()
-				i.fireLocked()
+				if i.killed == killed { // not a later batch's
+					i.fireLocked()
+				}
 			})
 		}
 		i.mu.Unlock()
@@ -187,6 +197,10 @@ func (i *Injector) fireLocked() {
 	}
 	pts := i.held
 	i.held = nil
+	if i.timer != nil {
+		i.timer.Stop()
+		i.timer = nil
+	}
 	if err := i.remember(pts); err != nil {
 		i.log.Error("crash state unwritable; not crashing", "error", err)
 	} else {

@@ -255,8 +255,8 @@ func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key
 		return err
 	}
 	// The i-th kill interrupted the claims of the i-th line; each claim's
-	// recovery runs from the restart after it.
-	restarts := sup.restartTimes()[kills0:]
+	// recovery runs from the restart after that kill.
+	restarts := sup.killRestartTimes()[kills0:]
 	var recovery []float64
 	interrupted := 0
 	for i, batch := range fired {
@@ -464,8 +464,10 @@ type supervised struct {
 	stopping bool
 	nKills   int
 	exits    []time.Time // when each run of it ended
-	restarts []time.Time
-	done     chan struct{}
+	// killRestarts: the restart after each SIGKILL (an exit of another
+	// kind, a crash at startup, is not a kill point's)
+	killRestarts []time.Time
+	done         chan struct{}
 }
 
 func (s *supervised) startLoop() error {
@@ -478,6 +480,7 @@ func (s *supervised) startLoop() error {
 	go func() {
 		defer close(s.done)
 		defer logf.Close()
+		killed := false
 		for n := 0; ; n++ {
 			cmd := s.cmd()
 			cmd.Stdout, cmd.Stderr = logf, logf
@@ -488,8 +491,8 @@ func (s *supervised) startLoop() error {
 			}
 			err := cmd.Start()
 			s.cur = cmd
-			if n > 0 {
-				s.restarts = append(s.restarts, time.Now())
+			if killed {
+				s.killRestarts = append(s.killRestarts, time.Now())
 			}
 			s.mu.Unlock()
 			if n == 0 {
@@ -501,7 +504,9 @@ func (s *supervised) startLoop() error {
 			_ = cmd.Wait()
 			s.mu.Lock()
 			s.exits = append(s.exits, time.Now())
-			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+			killed = ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+			if killed {
 				s.nKills++
 			}
 			stopping := s.stopping
@@ -558,10 +563,11 @@ func (s *supervised) exitTimes() []time.Time {
 	return slices.Clone(s.exits)
 }
 
-func (s *supervised) restartTimes() []time.Time {
+// killRestartTimes are the restarts after each SIGKILL, in order.
+func (s *supervised) killRestartTimes() []time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.restarts)
+	return slices.Clone(s.killRestarts)
 }
 
 // httpPeer is a peer of testbed/peers: a program keeping the control API

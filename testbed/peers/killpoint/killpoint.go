@@ -36,6 +36,7 @@ type Killer struct {
 
 	mu     sync.Mutex
 	held   []string
+	timer  *time.Timer
 	killed chan struct{}
 	// kill is the SIGKILL; tests replace it.
 	kill func()
@@ -86,20 +87,27 @@ func (k *Killer) At(point, claim string) {
 		k.log.Error("kill point: the state is unreadable, not killing", "error", err)
 		return
 	}
-	if fired[claim] || slices.Contains(k.held, claim) {
+	if fired[claim] {
 		k.mu.Unlock()
 		return
 	}
-	k.held = append(k.held, claim)
 	killed := k.killed
+	if slices.Contains(k.held, claim) { // reached again while held: the same kill
+		k.mu.Unlock()
+		<-killed
+		return
+	}
+	k.held = append(k.held, claim)
 	switch {
 	case len(k.held) >= k.batch:
 		k.fireLocked()
 	case len(k.held) == 1:
-		time.AfterFunc(k.wait, func() {
+		k.timer = time.AfterFunc(k.wait, func() {
 			k.mu.Lock()
 			defer k.mu.Unlock()
-			k.fireLocked()
+			if k.killed == killed { // not a later batch's
+				k.fireLocked()
+			}
 		})
 	}
 	k.mu.Unlock()
@@ -112,6 +120,10 @@ func (k *Killer) fireLocked() {
 	}
 	claims := k.held
 	k.held = nil
+	if k.timer != nil {
+		k.timer.Stop()
+		k.timer = nil
+	}
 	if err := k.remember(claims); err != nil {
 		k.log.Error("kill point: cannot record the kill, not killing", "error", err)
 	} else {

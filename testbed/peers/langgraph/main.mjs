@@ -76,7 +76,7 @@ function parseDuration(s) {
     ms += Number(n) * units[u];
     return "";
   });
-  if (rest !== "" || s.trim() === "") throw new Error(`APPROVAL_TIMEOUT=${s}: not a duration like 24h or 90s`);
+  if (rest !== "" || s.trim() === "") throw new Error(`${JSON.stringify(s)}: not a duration like 24h or 90s`);
   return ms;
 }
 
@@ -127,29 +127,44 @@ const claimJSON = (c) =>
 // there until PEER_CRASH_BATCH claims are (or PEER_CRASH_WAIT has passed
 // since the first was), then the held claims are appended to PEER_CRASH_STATE
 // as one line and synced, and the process SIGKILLs itself.
-let held = [];
+let held = []; // {id, release} of the claims held at the point
+let heldTimer = null;
 async function killPoint(point, claimId) {
   if (PEER_CRASH !== point) return;
   let fired = "";
   try {
     fired = fs.readFileSync(PEER_CRASH_STATE, "utf8");
   } catch {}
-  if (fired.split(/\s+/).includes(claimId) || held.includes(claimId)) return;
-  held.push(claimId);
-  if (held.length >= PEER_CRASH_BATCH) fireKill(point);
-  else if (held.length === 1) setTimeout(() => fireKill(point), PEER_CRASH_WAIT_MS);
-  return new Promise(() => {}); // the kill comes first
+  if (fired.split(/\s+/).includes(claimId)) return;
+  return new Promise((release) => {
+    // Reached again while held: it waits for the same kill.
+    if (!held.some((h) => h.id === claimId)) held.push({ id: claimId, release });
+    if (held.length >= PEER_CRASH_BATCH) fireKill(point);
+    else if (held.length === 1) heldTimer = setTimeout(() => fireKill(point), PEER_CRASH_WAIT_MS);
+  });
 }
 
+// fireKill records the held claims and SIGKILLs the process; when the record
+// cannot be written it kills nobody and lets the held claims go on.
 function fireKill(point) {
-  if (held.length === 0) return;
-  const claims = held;
+  clearTimeout(heldTimer);
+  const batch = held;
   held = [];
-  const fd = fs.openSync(PEER_CRASH_STATE, "a");
-  fs.writeSync(fd, claims.join(" ") + "\n");
-  fs.fsyncSync(fd);
-  fs.closeSync(fd);
-  log("kill point", { point, claims: claims.join(" ") });
+  if (batch.length === 0) return;
+  try {
+    const fd = fs.openSync(PEER_CRASH_STATE, "a");
+    try {
+      fs.writeSync(fd, batch.map((h) => h.id).join(" ") + "\n");
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch (err) {
+    log("kill point: cannot record the kill, not killing", { point, error: String(err) });
+    for (const h of batch) h.release();
+    return;
+  }
+  log("kill point", { point, claims: batch.map((h) => h.id).join(" ") });
   process.kill(process.pid, "SIGKILL");
 }
 
