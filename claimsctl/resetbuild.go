@@ -183,7 +183,7 @@ func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecuti
 	// server refuses its task completions whichever build that is (the
 	// assignment follows the last stamp rebuilt, possibly the good
 	// build's), and no build of a deployment is ever assigned otherwise.
-	//nolint:staticcheck // SA1019: the old build-ID assignment is what strands the run (resetPoint)
+	//lint:ignore SA1019 the old build-ID assignment is what strands the run (resetPoint)
 	assigned := info.GetAssignedBuildId()
 	stranded := point == 0 && assigned != ""
 	if point == 0 && !stranded {
@@ -252,7 +252,7 @@ func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExec
 		id := e.GetEventId()
 		switch {
 		case e.GetWorkflowTaskStartedEventAttributes() != nil:
-			//nolint:staticcheck // SA1019: the old stamp is what the server rebuilds the assignment from
+			//lint:ignore SA1019 the old stamp is what the server rebuilds the assignment from
 			v := e.GetWorkflowTaskStartedEventAttributes().GetWorkerVersion()
 			if h.stamped == 0 && v.GetUseVersioning() && v.GetBuildId() != "" {
 				h.stamped, h.stampedBuild = id, v.GetBuildId()

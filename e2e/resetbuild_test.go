@@ -105,7 +105,7 @@ func TestResetBuildAfterARetriedFirstTask(t *testing.T) {
 		"--reason", "reset by hand to build-bad's reset point", "--yes")
 	require.NoError(t, err, out)
 	require.Eventually(t, func() bool {
-		//nolint:staticcheck // SA1019: the old build-ID assignment is exactly what is wrong with the run
+		//lint:ignore SA1019 the old build-ID assignment is exactly what is wrong with the run
 		return w.describe(ids[1]).GetWorkflowExecutionInfo().GetAssignedBuildId() == "build-bad"
 	}, testTimeout, pollEvery, "the hand reset did not leave the run assigned to build-bad: the server no longer does this")
 	// reset-build finds runs by visibility: wait until it lists the new run.
