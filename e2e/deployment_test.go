@@ -34,6 +34,21 @@ func (w *world) deployment() (current, ramping string) {
 	return current, ramping
 }
 
+// setCurrent makes build the deployment's current version with the real
+// CLI, as an operator does. Until the build has polled both the workflow
+// and the activity queue the server refuses (those queues "would become
+// unversioned"), as it would an operator who is too quick: they try again.
+func (w *world) setCurrent(build string) {
+	w.t.Helper()
+	var out string
+	require.Eventually(w.t, func() bool {
+		var err error
+		out, err = w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
+			"--build-id", build, "--yes")
+		return err == nil
+	}, testTimeout, time.Second, "set-current-version %s: %s", build, out)
+}
+
 // builds lists, in order, the build that completed each workflow task of
 // a claim's run, as its history records it.
 func (w *world) builds(id string) []string {
@@ -84,16 +99,7 @@ func TestWorkerDeploymentVersions(t *testing.T) {
 	}
 
 	// The operator makes the second build current, with the real CLI.
-	// Until build-2 has polled both the workflow and the activity queue
-	// the server refuses (those queues "would become unversioned"), as it
-	// would an operator who is too quick: they try again.
-	var out string
-	require.Eventually(t, func() bool {
-		var err error
-		out, err = w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
-			"--build-id", "build-2", "--yes")
-		return err == nil
-	}, testTimeout, time.Second, "set-current-version: %s", out)
+	w.setCurrent("build-2")
 	v1.Stop() // the first build can go: no claim is pinned to it
 
 	w.approve("claim-dv-parked", "adjuster-17")

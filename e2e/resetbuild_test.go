@@ -66,13 +66,7 @@ func TestResetBuildAfterARetriedFirstTask(t *testing.T) {
 			bad.Stop()
 		}
 	}()
-	var out string
-	require.Eventually(t, func() bool {
-		var err error
-		out, err = w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
-			"--build-id", "build-bad", "--yes")
-		return err == nil
-	}, testTimeout, time.Second, "set-current-version build-bad: %s", out)
+	w.setCurrent("build-bad")
 
 	ids := []string{"claim-rb-retried", "claim-rb-stuck"}
 	w.start(w.claimFile(ids[0], "640.00"), w.claimFile(ids[1], "640.00"))
@@ -90,12 +84,7 @@ func TestResetBuildAfterARetriedFirstTask(t *testing.T) {
 
 	// Rolled back, as the runbook says: the previous build current again,
 	// the bad one stopped.
-	require.Eventually(t, func() bool {
-		var err error
-		out, err = w.cli("worker", "deployment", "set-current-version", "--deployment-name", config.DefaultDeploymentName,
-			"--build-id", "build-1", "--yes")
-		return err == nil
-	}, testTimeout, time.Second, "set-current-version build-1: %s", out)
+	w.setCurrent("build-1")
 	bad.Stop()
 	badStopped = true
 
