@@ -226,9 +226,9 @@ func resetRun(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecuti
 
 // runHistory is what resetPoint and paidAfter read in a run's history.
 type runHistory struct {
-	// finished maps each workflow task's completed, failed or timed-out
-	// event to its started event, in event order.
-	finished []taskEnd
+	// finished are the workflow tasks' completed, failed and timed-out
+	// events, in order: the events a reset can go to.
+	finished []int64
 	// stamped is the first workflow-task-started event that carries a
 	// worker's versioning stamp (0 for none).
 	stamped      int64
@@ -238,8 +238,6 @@ type runHistory struct {
 	// is in history yet.
 	paid []int64
 }
-
-type taskEnd struct{ event, started int64 }
 
 func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExecution) (runHistory, error) {
 	var h runHistory
@@ -257,12 +255,9 @@ func readHistory(ctx context.Context, c client.Client, ex *commonpb.WorkflowExec
 			if h.stamped == 0 && v.GetUseVersioning() && v.GetBuildId() != "" {
 				h.stamped, h.stampedBuild = id, v.GetBuildId()
 			}
-		case e.GetWorkflowTaskCompletedEventAttributes() != nil:
-			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskCompletedEventAttributes().GetStartedEventId()})
-		case e.GetWorkflowTaskFailedEventAttributes() != nil:
-			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskFailedEventAttributes().GetStartedEventId()})
-		case e.GetWorkflowTaskTimedOutEventAttributes() != nil:
-			h.finished = append(h.finished, taskEnd{id, e.GetWorkflowTaskTimedOutEventAttributes().GetStartedEventId()})
+		case e.GetWorkflowTaskCompletedEventAttributes() != nil, e.GetWorkflowTaskFailedEventAttributes() != nil,
+			e.GetWorkflowTaskTimedOutEventAttributes() != nil:
+			h.finished = append(h.finished, id)
 		case e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName() == "PayClaimant":
 			h.paid = append(h.paid, id)
 		}
@@ -288,15 +283,14 @@ func resetPoint(h runHistory, point int64) (at int64, why string, err error) {
 	if point == 0 && h.stamped == 0 {
 		return 0, "", errors.New("assigned to the build, yet no workflow task in its history carries a build's stamp: look at it by hand (temporal workflow show)")
 	}
-	for _, t := range h.finished {
-		if point != 0 && t.event > point {
+	for _, e := range h.finished {
+		if point != 0 && e > point {
 			break
 		}
-		// A reset to at keeps the events before it: the stamp must not be
-		// one of them. (A sticky task that timed out before it started
-		// has no started event: its started ID is 0.)
-		if h.stamped == 0 || t.event < h.stamped {
-			at = t.event
+		// A reset to e keeps the events before it: the stamp must not be
+		// one of them.
+		if h.stamped == 0 || e < h.stamped {
+			at = e
 		}
 	}
 	if at == 0 {

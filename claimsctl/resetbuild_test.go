@@ -14,18 +14,19 @@ import (
 func TestResetPointStopsBeforeAStampedTask(t *testing.T) {
 	// 1 started, 2-4 a first task that timed out, 5-7 its retry by the
 	// bad build, then three more tasks.
-	tasks := []taskEnd{{4, 3}, {7, 6}, {12, 11}, {20, 19}}
+	tasks := []int64{4, 7, 12, 20}
 	for name, c := range map[string]struct {
 		h     runHistory
 		point int64
 		want  int64
 		why   bool
 	}{
-		"no retried task: the build's own point":      {runHistory{finished: tasks}, 7, 7, false},
-		"retried by the bad build: the task before":   {runHistory{finished: tasks, stamped: 6, stampedBuild: "bad"}, 7, 4, true},
-		"a retry after the point changes nothing":     {runHistory{finished: tasks, stamped: 19, stampedBuild: "good"}, 7, 7, false},
-		"a stranded run: before the stamp":            {runHistory{finished: tasks, stamped: 11, stampedBuild: "bad"}, 0, 7, false},
-		"a sticky timeout after the stamp is past it": {runHistory{finished: []taskEnd{{4, 3}, {12, 11}, {15, 0}, {18, 17}}, stamped: 11, stampedBuild: "good"}, 18, 4, true},
+		"no retried task: the build's own point":    {runHistory{finished: tasks}, 7, 7, false},
+		"retried by the bad build: the task before": {runHistory{finished: tasks, stamped: 6, stampedBuild: "bad"}, 7, 4, true},
+		"a retry after the point changes nothing":   {runHistory{finished: tasks, stamped: 19, stampedBuild: "good"}, 7, 7, false},
+		"a stranded run: before the stamp":          {runHistory{finished: tasks, stamped: 11, stampedBuild: "bad"}, 0, 7, false},
+		// 15: a sticky task that timed out unstarted (no started event of its own)
+		"a sticky timeout after the stamp is past it": {runHistory{finished: []int64{4, 12, 15, 18}, stamped: 11, stampedBuild: "good"}, 18, 4, true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			at, why, err := resetPoint(c.h, c.point)

@@ -274,9 +274,9 @@ type QueueCounts struct {
 }
 
 // CountQueue counts the viewer's queue, and what f's filters keep of it.
-// Each figure is a plain COUNT over the counts index: SQLite counts index
-// entries under a predicate about three times faster than it sums CASE
-// expressions over them (go test -bench Queue ./internal/store).
+// Each figure is a plain COUNT under the viewer's predicate: for an
+// adjuster at 20,000 waiting, 4.6 ms where one pass summing CASE
+// expressions took 7.1 (go test -bench Queue ./internal/store).
 func (s *Store) CountQueue(ctx context.Context, f QueueFilter) (QueueCounts, error) {
 	c := QueueCounts{ByStage: map[string]int{}}
 	base := QueueFilter{Viewer: f.Viewer}

@@ -171,7 +171,9 @@ func (i *Injector) At(_ context.Context, key claim.IdempotencyKey, phase Phase) 
 			return
 		}
 		i.held = append(i.held, p)
-		i.log.Info("crash injection: point reached", "point", p.String(), "key", string(key), "held", len(i.held), "batch", i.batch)
+		if i.batch > 1 {
+			i.log.Info("crash injection: point reached, held for the batch", "point", p.String(), "key", string(key), "held", len(i.held), "batch", i.batch)
+		}
 		switch {
 		case len(i.held) >= i.batch:
 			i.fireLocked()
@@ -201,14 +203,15 @@ func (i *Injector) fireLocked() {
 		i.timer.Stop()
 		i.timer = nil
 	}
-	if err := i.remember(pts); err != nil {
+	names := make([]string, len(pts))
+	for k, p := range pts {
+		names[k] = p.String()
+	}
+	line := strings.Join(names, " ")
+	if err := i.remember(line); err != nil {
 		i.log.Error("crash state unwritable; not crashing", "error", err)
 	} else {
-		names := make([]string, len(pts))
-		for k, p := range pts {
-			names[k] = p.String()
-		}
-		i.log.Warn("crash injection: killing this worker with SIGKILL", "points", strings.Join(names, " "))
+		i.log.Warn("crash injection: killing this worker with SIGKILL", "points", line)
 		i.kill()
 	}
 	close(i.killed)
@@ -235,16 +238,13 @@ func (i *Injector) fired() (map[string]bool, error) {
 	return out, sc.Err()
 }
 
-func (i *Injector) remember(pts []Point) error {
+// remember appends a kill's line (its points) to the state file, synced.
+func (i *Injector) remember(line string) error {
 	f, err := os.OpenFile(i.stateFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}
-	names := make([]string, len(pts))
-	for k, p := range pts {
-		names[k] = p.String()
-	}
-	if _, err := fmt.Fprintln(f, strings.Join(names, " ")); err != nil {
+	if _, err := fmt.Fprintln(f, line); err != nil {
 		f.Close()
 		return err
 	}

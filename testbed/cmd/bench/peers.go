@@ -734,10 +734,6 @@ func (w *peerWorld) engine(ctx context.Context, name string) (peerEngine, error)
 			return nil, err
 		}
 		p.bin = filepath.Join(peersDir, "restate", "restate-peer")
-		if _, err := os.Stat(p.bin); err != nil {
-			return nil, fmt.Errorf("%w: build the peers with `make peers`", err)
-		}
-		return restatePeer{httpPeer: p, admin: envOf(p.env, "RESTATE_ADMIN_URL")}, nil
 	default:
 		return nil, fmt.Errorf("unknown engine %q (dbos, restate, langgraph, durableclaims)", name)
 	}
@@ -745,6 +741,9 @@ func (w *peerWorld) engine(ctx context.Context, name string) (peerEngine, error)
 		if _, err := os.Stat(p.bin); err != nil {
 			return nil, fmt.Errorf("%w: build the peers with `make peers`", err)
 		}
+	}
+	if name == "restate" {
+		return restatePeer{httpPeer: p, admin: envOf(p.env, "RESTATE_ADMIN_URL")}, nil
 	}
 	return p, nil
 }

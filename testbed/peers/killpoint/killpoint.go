@@ -124,10 +124,11 @@ func (k *Killer) fireLocked() {
 		k.timer.Stop()
 		k.timer = nil
 	}
-	if err := k.remember(claims); err != nil {
+	line := strings.Join(claims, " ")
+	if err := k.remember(line); err != nil {
 		k.log.Error("kill point: cannot record the kill, not killing", "error", err)
 	} else {
-		k.log.Warn("kill point: SIGKILL", "point", k.point, "claims", strings.Join(claims, " "))
+		k.log.Warn("kill point: SIGKILL", "point", k.point, "claims", line)
 		k.kill()
 	}
 	close(k.killed)
@@ -154,12 +155,12 @@ func (k *Killer) fired() (map[string]bool, error) {
 	return out, sc.Err()
 }
 
-func (k *Killer) remember(claims []string) error {
+func (k *Killer) remember(line string) error {
 	f, err := os.OpenFile(k.file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	_, err = f.WriteString(strings.Join(claims, " ") + "\n")
+	_, err = f.WriteString(line + "\n")
 	if err == nil {
 		err = f.Sync()
 	}
