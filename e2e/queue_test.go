@@ -96,6 +96,22 @@ func TestTheApprovalQueueHealsFromTheWorkflows(t *testing.T) {
 	require.NoError(t, db.QueryRow(`SELECT open FROM approval_queue WHERE claim_id = 'claim-e2e-q3'`).Scan(&open))
 	assert.Zero(t, open, "the terminated wait's row is closed, not deleted at once")
 
+	// The counts come from a tally the database keeps with the rows; one
+	// written apart from them (restored from another backup) is set right
+	// from the rows by the healer's next full pass.
+	counts := func() store.QueueCounts {
+		c, err := st.CountQueue(ctx, store.QueueFilter{})
+		require.NoError(t, err)
+		return c
+	}
+	want := store.QueueCounts{Total: 3, ByStage: map[string]int{"waiting": 2, "escalated": 1}, Matching: 3}
+	require.Equal(t, want, counts())
+	_, err = db.Exec(`UPDATE approval_queue_tally SET n = n + 5 WHERE n > 0`)
+	require.NoError(t, err)
+	require.NotEqual(t, want, counts())
+	require.Eventually(t, func() bool { return assert.ObjectsAreEqual(want, counts()) }, testTimeout, pollEvery,
+		"the counts were never set right: %+v", counts())
+
 	// A decision ends the wait in the queue at once, healer or not.
 	out, err = w.ctl("list", "--status", "waiting")
 	require.NoError(t, err, out)

@@ -27,7 +27,7 @@ import (
 // form tokens and the sign-in rules. The browser test in e2e/ drives the
 // rest against a real dev server, worker and identity provider.
 
-func testServer(t *testing.T, book authority.Book) (*httptest.Server, *cookies) {
+func testServer(t testing.TB, book authority.Book) (*httptest.Server, *cookies) {
 	t.Helper()
 	ck, err := newCookies([]byte(strings.Repeat("k", 32)), false)
 	require.NoError(t, err)
@@ -40,19 +40,19 @@ func testServer(t *testing.T, book authority.Book) (*httptest.Server, *cookies) 
 	return ts, ck
 }
 
-func sampleBook(t *testing.T) authority.Book {
+func sampleBook(t testing.TB) authority.Book {
 	book, err := authority.Load("")
 	require.NoError(t, err)
 	return book
 }
 
-func browser(t *testing.T) *http.Client {
+func browser(t testing.TB) *http.Client {
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
 	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-func body(t *testing.T, res *http.Response) string {
+func body(t testing.TB, res *http.Response) string {
 	t.Helper()
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
@@ -63,7 +63,7 @@ func body(t *testing.T, res *http.Response) string {
 var hidden = regexp.MustCompile(`name="token" value="([^"]+)"`)
 
 // devSignIn signs c in as approver through the development sign-in page.
-func devSignIn(t *testing.T, c *http.Client, base, approver string) {
+func devSignIn(t testing.TB, c *http.Client, base, approver string) {
 	t.Helper()
 	res, err := c.Get(base + "/login")
 	require.NoError(t, err)

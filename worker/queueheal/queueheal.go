@@ -12,7 +12,8 @@
 // writes what it answers, at the revision it answers: a newer write of the
 // workflow's own is never overwritten. Claims where both agree cost
 // nothing; a pass where the counts agree reads no list at all, except the
-// full pass every FullEvery.
+// full pass Run makes every so many checks, which also checks the queue's
+// counts (its tally) against its rows.
 package queueheal
 
 import (
@@ -63,14 +64,17 @@ type Healer struct {
 
 // Report is what one pass found and did.
 type Report struct {
-	Waiting  int  `json:"waiting"`  // waits visibility lists
-	Queued   int  `json:"queued"`   // open rows before the pass
-	Queried  int  `json:"queried"`  // status queries made
-	Written  int  `json:"written"`  // rows written from a query
-	Closed   int  `json:"closed"`   // rows closed: their run waits no more
-	Deferred int  `json:"deferred"` // disagreements left for the next pass (MaxQueries)
-	Pruned   int  `json:"pruned"`   // closed rows deleted
-	Skipped  bool `json:"skipped"`  // counts agreed: no list read
+	Waiting  int `json:"waiting"`  // waits visibility lists
+	Queued   int `json:"queued"`   // open rows before the pass
+	Queried  int `json:"queried"`  // status queries made
+	Written  int `json:"written"`  // rows written from a query
+	Closed   int `json:"closed"`   // rows closed: their run waits no more
+	Deferred int `json:"deferred"` // disagreements left for the next pass (MaxQueries)
+	Pruned   int `json:"pruned"`   // closed rows deleted
+	// Recounted: counts of the queue's tally set from its rows (they
+	// differed: the tally was written apart from the rows).
+	Recounted int  `json:"recounted"`
+	Skipped   bool `json:"skipped"` // counts agreed: no list read
 }
 
 const waitingQuery = `WorkflowType = "ClaimWorkflow" AND ExecutionStatus = "Running" AND ` +
@@ -162,7 +166,13 @@ func (h *Healer) Heal(ctx context.Context) (Report, error) {
 		keep = 24 * time.Hour
 	}
 	n, err := h.Store.PruneQueue(ctx, time.Now().Add(-keep))
+	if err != nil {
+		return rep, err
+	}
 	rep.Pruned = int(n)
+	if rep.Recounted, err = h.Store.RecountQueue(ctx); rep.Recounted > 0 {
+		h.Log.Warn("approval queue counts set from its rows", "counts", rep.Recounted)
+	}
 	return rep, err
 }
 
