@@ -588,6 +588,39 @@ func (p *proc) kill() {
 type workerVars struct {
 	Goroutines int   `json:"goroutines"`
 	RSSBytes   int64 `json:"rss_bytes"`
+	// Mem is the Go runtime's view (expvar's memstats).
+	Mem struct {
+		HeapInuse, HeapIdle, HeapReleased, StackInuse, NextGC uint64
+	} `json:"memstats"`
+}
+
+// heapProfile saves the worker's heap profile under the temporary
+// directory as <name>-heap.pb.gz (for go tool pprof), and its memory map
+// as <name>-smaps, saying where.
+func (p *proc) heapProfile(name string) {
+	resp, err := http.Get(p.metrics + "/debug/pprof/heap")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "  no heap profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	path := filepath.Join(os.TempDir(), name+"-heap.pb.gz")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o600)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "  no heap profile:", err)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "  the worker's heap profile:", path)
+	// And its memory map: what of the RSS is the binary, the Go heap, the
+	// rest (SQLite's page caches are C memory, outside Go's heap).
+	if m, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", p.cmd.Process.Pid)); err == nil {
+		if err := os.WriteFile(filepath.Join(os.TempDir(), name+"-smaps"), m, 0o600); err == nil {
+			fmt.Fprintln(os.Stderr, "  its memory map:", filepath.Join(os.TempDir(), name+"-smaps"))
+		}
+	}
 }
 
 func (p *proc) vars() (workerVars, error) {

@@ -27,14 +27,16 @@ import (
 // the last, the inbox's first page as adjuster-17 sees it (a real inbox
 // process, 50 requests after 5 to warm up) and `claimsctl list --status
 // waiting` (10 runs), with the worker's RSS against the same worker idle
-// after as many finished claims as the first step. The ratios of the last
-// step to the first are the figures: the list paths must not grow with
-// the claims waiting.
+// after as many finished claims as the first step. Each step is timed at
+// once and again when the machine has settled (the parking digested: the
+// list paths' own cost). The ratios of the last step to the first are the
+// figures: the list paths must not grow with the claims waiting.
 func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	idle, err := e.idleAfter(ctx, w, "surge-warm", e.o.surgeBase)
 	if err != nil {
 		return err
 	}
+	w.heapProfile("surge-idle")
 	inbox, err := e.spawnInbox()
 	if err != nil {
 		return err
@@ -53,36 +55,38 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 		res.Values[fmt.Sprintf("surge_%d_starter_per_min", level)] = pace
 		parked = level
 		fmt.Fprintf(os.Stderr, "  %d parked after %s (bin/starter started them at %.0f a minute)\n", level, time.Since(begin).Round(time.Second), pace)
-		page, err := inbox.firstPage(ctx, 5, 50)
-		if err != nil {
+		// At once, while the server and worker still digest the parking;
+		// then again once the machine has settled: the list paths' own cost.
+		if err := e.surgeTimes(ctx, res, inbox, ctl, ctlEnv, level, "_at_once"); err != nil {
 			return err
 		}
-		list, err := timeRuns(10, func() error {
-			cmd := exec.CommandContext(ctx, ctl, "list", "--status", "waiting")
-			cmd.Env = ctlEnv
-			out, err := cmd.CombinedOutput()
-			if err == nil && !strings.Contains(string(out), fmt.Sprintf("%d waiting for a decision", level)) {
-				err = fmt.Errorf("claimsctl list does not count %d waiting: %.200s", level, out)
-			}
-			return err
-		})
-		if err != nil {
+		quiet, busy := settle(2*time.Minute, 0.3)
+		res.Values[fmt.Sprintf("surge_%d_settle_s", level)] = quiet.Seconds()
+		fmt.Fprintf(os.Stderr, "  settled after %s (%.2f of the machine's cores busy)\n", quiet.Round(time.Second), busy)
+		if err := e.surgeTimes(ctx, res, inbox, ctl, ctlEnv, level, ""); err != nil {
 			return err
 		}
-		tag := fmt.Sprintf("surge_%d", level)
-		res.Values[tag+"_inbox_p50_ms"], res.Values[tag+"_inbox_p95_ms"] = ms(pct(page, 50)), ms(pct(page, 95))
-		res.Values[tag+"_list_p50_ms"], res.Values[tag+"_list_p95_ms"] = ms(pct(list, 50)), ms(pct(list, 95))
-		fmt.Fprintf(os.Stderr, "  %d waiting: inbox first page p50 %.0f ms, p95 %.0f ms; claimsctl list p50 %.0f ms, p95 %.0f ms\n", level,
-			res.Values[tag+"_inbox_p50_ms"], res.Values[tag+"_inbox_p95_ms"], res.Values[tag+"_list_p50_ms"], res.Values[tag+"_list_p95_ms"])
 	}
 	time.Sleep(5 * time.Second)
 	after, err := w.vars()
 	if err != nil {
 		return err
 	}
+	w.heapProfile("surge-parked")
 	lo, hi := fmt.Sprintf("surge_%d", e.o.surgeBase), fmt.Sprintf("surge_%d", e.o.surge)
-	res.Values["surge_inbox_p95_ratio"] = res.Values[hi+"_inbox_p95_ms"] / res.Values[lo+"_inbox_p95_ms"]
-	res.Values["surge_list_p95_ratio"] = res.Values[hi+"_list_p95_ms"] / res.Values[lo+"_list_p95_ms"]
+	for _, when := range []string{"", "_at_once"} {
+		res.Values["surge_inbox_p95_ratio"+when] = res.Values[hi+"_inbox_p95_ms"+when] / res.Values[lo+"_inbox_p95_ms"+when]
+		res.Values["surge_list_p95_ratio"+when] = res.Values[hi+"_list_p95_ms"+when] / res.Values[lo+"_list_p95_ms"+when]
+	}
+	for tag, v := range map[string]workerVars{"idle": idle, "parked": after} {
+		res.Values["surge_heap_inuse_mib_"+tag] = float64(v.Mem.HeapInuse) / (1 << 20)
+		res.Values["surge_heap_goal_mib_"+tag] = float64(v.Mem.NextGC) / (1 << 20)
+		res.Values["surge_heap_released_mib_"+tag] = float64(v.Mem.HeapReleased) / (1 << 20)
+		res.Values["surge_stacks_mib_"+tag] = float64(v.Mem.StackInuse) / (1 << 20)
+		fmt.Fprintf(os.Stderr, "  worker %s: RSS %.1f MiB, heap in use %.1f MiB (goal %.1f, idle and not yet released %.1f), stacks %.1f MiB, goroutines %d\n",
+			tag, float64(v.RSSBytes)/(1<<20), res.Values["surge_heap_inuse_mib_"+tag], res.Values["surge_heap_goal_mib_"+tag],
+			float64(v.Mem.HeapIdle-v.Mem.HeapReleased)/(1<<20), res.Values["surge_stacks_mib_"+tag], v.Goroutines)
+	}
 	res.Values["surge_parked"] = float64(e.o.surge)
 	res.Values["surge_rss_idle_mib"] = float64(idle.RSSBytes) / (1 << 20)
 	res.Values["surge_rss_parked_mib"] = float64(after.RSSBytes) / (1 << 20)
@@ -94,6 +98,56 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 		return fmt.Errorf("the inbox's first page p95 is %.0f ms with %d claims waiting, above %s", res.Values[hi+"_inbox_p95_ms"], e.o.surge, limit)
 	}
 	return nil
+}
+
+// surgeTimes times the inbox's first page and `claimsctl list --status
+// waiting` with level claims waiting, under keys ending in when, with the
+// cores the machine kept busy meanwhile.
+func (e *env) surgeTimes(ctx context.Context, res *results, inbox *inboxProc, ctl string, ctlEnv []string, level int, when string) error {
+	b0, t0 := busyCPU(), time.Now()
+	page, err := inbox.firstPage(ctx, 5, 50)
+	if err != nil {
+		return err
+	}
+	list, err := timeRuns(10, func() error {
+		cmd := exec.CommandContext(ctx, ctl, "list", "--status", "waiting")
+		cmd.Env = ctlEnv
+		out, err := cmd.CombinedOutput()
+		if err == nil && !strings.Contains(string(out), fmt.Sprintf("%d waiting for a decision", level)) {
+			err = fmt.Errorf("claimsctl list does not count %d waiting: %.200s", level, out)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	busy := float64(busyCPU()-b0) / float64(time.Since(t0))
+	tag := fmt.Sprintf("surge_%d", level)
+	res.Values[tag+"_inbox_p50_ms"+when], res.Values[tag+"_inbox_p95_ms"+when] = ms(pct(page, 50)), ms(pct(page, 95))
+	res.Values[tag+"_list_p50_ms"+when], res.Values[tag+"_list_p95_ms"+when] = ms(pct(list, 50)), ms(pct(list, 95))
+	res.Values[tag+"_busy_cores"+when] = busy
+	label := "settled"
+	if when != "" {
+		label = strings.ReplaceAll(strings.TrimPrefix(when, "_"), "_", " ")
+	}
+	fmt.Fprintf(os.Stderr, "  %d waiting, %s: inbox first page p50 %.0f ms, p95 %.0f ms; claimsctl list p50 %.0f ms, p95 %.0f ms (%.2f cores busy)\n", level, label,
+		res.Values[tag+"_inbox_p50_ms"+when], res.Values[tag+"_inbox_p95_ms"+when], res.Values[tag+"_list_p50_ms"+when], res.Values[tag+"_list_p95_ms"+when], busy)
+	return nil
+}
+
+// settle waits, at most limit, until the machine keeps fewer than cores of
+// its CPUs busy over five seconds; it returns how long that took and the
+// cores busy over the last five seconds.
+func settle(limit time.Duration, cores float64) (time.Duration, float64) {
+	begin := time.Now()
+	for {
+		b0, t0 := busyCPU(), time.Now()
+		time.Sleep(5 * time.Second)
+		busy := float64(busyCPU()-b0) / float64(time.Since(t0))
+		if busy < cores || time.Since(begin) >= limit {
+			return time.Since(begin), busy
+		}
+	}
 }
 
 // park starts claims from..to-1 under prefix (1,840.00: a human decides)
