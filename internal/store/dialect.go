@@ -191,8 +191,10 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	// WAL lets readers in other processes proceed during a write; busy_timeout
 	// makes writers from several processes queue instead of failing, and
 	// immediate transactions take the write lock up front so two writers never
-	// deadlock upgrading a read lock.
-	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	// deadlock upgrading a read lock. recursive_triggers: the row a REPLACE
+	// deletes fires the approval queue's delete trigger, which keeps its
+	// tally (migration queue_tally).
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=recursive_triggers(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

@@ -284,6 +284,8 @@ type QueueCounts struct {
 // CountQueue counts the viewer's queue, and what f's filters keep of it:
 // from the tally of open waits by stage, currency and amount band, and the
 // rows of the bands an approver's limit or a filter cuts (queuetally.go).
+// What is handed to the viewer, and their own four-eyes votes, are
+// counted by row: a few each.
 func (s *Store) CountQueue(ctx context.Context, f QueueFilter) (QueueCounts, error) {
 	c := QueueCounts{ByStage: map[string]int{}}
 	base := QueueFilter{Viewer: f.Viewer}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"math"
@@ -36,12 +37,13 @@ func amountBand(a int64) (start, next int64, ok bool) {
 }
 
 // countTerm is one currency's part of a count: open waits in stages
-// (nil: any), in currency ("": any), with an amount in [lo, hi] (nil: no
-// bound).
+// (nil: any), in currency (any when anyCurrency), with an amount in
+// [lo, hi] (nil: no bound).
 type countTerm struct {
-	stages   []string
-	currency string
-	lo, hi   *int64
+	stages      []string
+	currency    string
+	anyCurrency bool
+	lo, hi      *int64
 }
 
 // terms splits f into countTerms, none when nothing can match; ok is false
@@ -65,27 +67,23 @@ func (f QueueFilter) terms() (terms []countTerm, ok bool) {
 	if f.MinMinor > 0 {
 		lo = bound(f.MinMinor)
 	}
-	add := func(cur string, hi *int64) {
-		if f.MaxMinor > 0 && (hi == nil || f.MaxMinor < *hi) {
-			hi = bound(f.MaxMinor)
+	add := func(t countTerm) {
+		if f.MaxMinor > 0 && (t.hi == nil || f.MaxMinor < *t.hi) {
+			t.hi = bound(f.MaxMinor)
 		}
-		if f.Currency != "" && cur != f.Currency && cur != "" {
+		if t.lo != nil && t.hi != nil && *t.lo > *t.hi {
 			return
 		}
-		if cur == "" {
-			cur = f.Currency
-		}
-		if lo != nil && hi != nil && *lo > *hi {
-			return
-		}
-		terms = append(terms, countTerm{stages: stages, currency: cur, lo: lo, hi: hi})
+		terms = append(terms, t)
 	}
 	if v := f.Viewer; v != nil {
 		for _, cur := range slices.Sorted(maps.Keys(v.Limits)) {
-			add(cur, bound(v.Limits[cur]))
+			if f.Currency == "" || cur == f.Currency {
+				add(countTerm{stages: stages, currency: cur, lo: lo, hi: bound(v.Limits[cur])})
+			}
 		}
 	} else {
-		add("", nil)
+		add(countTerm{stages: stages, currency: f.Currency, anyCurrency: f.Currency == "", lo: lo})
 	}
 	return terms, true
 }
@@ -101,7 +99,7 @@ func (t countTerm) keys(first, p string) ([]string, []any) {
 			args = append(args, s)
 		}
 	}
-	if t.currency != "" {
+	if !t.anyCurrency {
 		conds, args = append(conds, p+"currency = ?"), append(args, t.currency)
 	}
 	return conds, args
@@ -201,34 +199,65 @@ func (s *Store) count(ctx context.Context, f QueueFilter) (int, error) {
 
 // RecountQueue checks the tally against the open rows and sets every
 // count that differs, returning how many did. The triggers keep the two
-// together in every transaction that writes the queue; they can part only
-// when the tally itself was written by hand or restored apart from the
-// rows. Writers of the queue wait while it counts (SQLite's write lock; a
-// table lock on PostgreSQL), readers do not.
-func (s *Store) RecountQueue(ctx context.Context) (fixed int, err error) {
+// together in every transaction that writes the queue, however it writes
+// it, but for what fires no row trigger: a TRUNCATE (the tally is emptied
+// with it), a restore with triggers disabled, SQLite's REPLACE from a
+// shell without recursive_triggers, a tally written by hand. It compares
+// first without locking anything; only when they differ does it lock the
+// queue's writers out (SQLite's write lock; a table lock on PostgreSQL,
+// waiting at most five seconds for it), compare again and set the counts.
+func (s *Store) RecountQueue(ctx context.Context) (int, error) {
+	diff, err := s.tallyDiff(ctx, s.db)
+	if err != nil || len(diff) == 0 {
+		return 0, err
+	}
 	t, err := s.begin(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = t.Rollback() }()
 	if s.d.name == "postgres" {
-		if _, err := t.exec(ctx, `LOCK TABLE approval_queue IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		if _, err := t.exec(ctx, `SET LOCAL lock_timeout = '5s'`); err != nil {
 			return 0, err
 		}
+		if _, err := t.exec(ctx, `LOCK TABLE approval_queue IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return 0, fmt.Errorf("store: recount approval queue: %w", err)
+		}
 	}
-	type key struct {
-		stage, currency string
-		band            int64
+	if diff, err = s.tallyDiff(ctx, t); err != nil {
+		return 0, err
 	}
-	read := func(q string) (map[key]int64, error) {
-		rows, err := t.QueryContext(ctx, q)
+	for k, n := range diff {
+		if _, err := t.exec(ctx, `INSERT INTO approval_queue_tally (stage, currency, band, n) VALUES (?, ?, ?, ?)
+			ON CONFLICT (stage, currency, band) DO UPDATE SET n = excluded.n`, k.stage, k.currency, k.band, n); err != nil {
+			return 0, fmt.Errorf("store: recount approval queue: %w", err)
+		}
+	}
+	if err := t.Commit(); err != nil {
+		return 0, err
+	}
+	return len(diff), nil
+}
+
+type tallyKey struct {
+	stage, currency string
+	band            int64
+}
+
+// tallyDiff is every count of the tally that differs from the rows', with
+// the rows' count.
+func (s *Store) tallyDiff(ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}) (map[tallyKey]int64, error) {
+	read := func(q string) (map[tallyKey]int64, error) {
+		rows, err := db.QueryContext(ctx, q)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("store: recount approval queue: %w", err)
 		}
 		defer rows.Close()
-		out := map[key]int64{}
+		out := map[tallyKey]int64{}
 		for rows.Next() {
-			var k key
+			var k tallyKey
 			var n int64
 			if err := rows.Scan(&k.stage, &k.currency, &k.band, &n); err != nil {
 				return nil, err
@@ -239,26 +268,22 @@ func (s *Store) RecountQueue(ctx context.Context) (fixed int, err error) {
 	}
 	want, err := read(`SELECT stage, currency, amount_band, COUNT(*) FROM approval_queue WHERE open = 1 GROUP BY stage, currency, amount_band`)
 	if err != nil {
-		return 0, fmt.Errorf("store: recount approval queue: %w", err)
+		return nil, err
 	}
 	have, err := read(`SELECT stage, currency, band, n FROM approval_queue_tally`)
 	if err != nil {
-		return 0, fmt.Errorf("store: recount approval queue: %w", err)
+		return nil, err
 	}
-	for k := range have {
-		if _, ok := want[k]; !ok {
-			want[k] = 0
-		}
-	}
+	diff := map[tallyKey]int64{}
 	for k, n := range want {
-		if have[k] == n {
-			continue
-		}
-		fixed++
-		if _, err := t.exec(ctx, `INSERT INTO approval_queue_tally (stage, currency, band, n) VALUES (?, ?, ?, ?)
-			ON CONFLICT (stage, currency, band) DO UPDATE SET n = excluded.n`, k.stage, k.currency, k.band, n); err != nil {
-			return 0, fmt.Errorf("store: recount approval queue: %w", err)
+		if have[k] != n {
+			diff[k] = n
 		}
 	}
-	return fixed, t.Commit()
+	for k, n := range have {
+		if _, ok := want[k]; !ok && n != 0 {
+			diff[k] = 0
+		}
+	}
+	return diff, nil
 }

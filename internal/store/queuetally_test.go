@@ -111,7 +111,7 @@ func TestQueueCountsFromTheTallyAreTheRowsCounts(t *testing.T) {
 				f := QueueFilter{}
 				if rng.IntN(6) > 0 {
 					v := &QueueViewer{ID: people[rng.IntN(len(people))], Supervisor: rng.IntN(2) == 0, Limits: map[string]int64{}}
-					for _, cur := range []string{"usd", "eur", "gbp", "jpy"} {
+					for _, cur := range []string{"usd", "eur", "gbp", "jpy", ""} {
 						if rng.IntN(3) > 0 {
 							v.Limits[cur] = limit()
 						}
@@ -168,6 +168,14 @@ func TestQueueCountsFromTheTallyAreTheRowsCounts(t *testing.T) {
 		require.NoError(t, err)
 		_, err = s.exec(ctx, `UPDATE approval_queue SET open = 1 - open WHERE claim_id LIKE 'claim-2%'`)
 		require.NoError(t, err)
+		if s.Backend() == "sqlite" {
+			// A REPLACE deletes the row it replaces: the delete trigger fires
+			// (recursive_triggers on the store's connections).
+			_, err = s.exec(ctx, `REPLACE INTO approval_queue (`+queueColumns+`)
+				SELECT claim_id, run_id, rev + 1, 1, 'escalated', deadline_ms, 'eur', amount_minor * 3, quorum, assigned_to, summary, updated_ms
+				FROM approval_queue WHERE claim_id LIKE 'claim-0%'`)
+			require.NoError(t, err)
+		}
 		check("by hand")
 		// Several writers at once, in the same bands.
 		var wg sync.WaitGroup
@@ -214,5 +222,11 @@ func TestQueueCountsFromTheTallyAreTheRowsCounts(t *testing.T) {
 		fixed, err = s.RecountQueue(ctx)
 		require.NoError(t, err)
 		assert.Zero(t, fixed)
+		if s.Backend() == "postgres" {
+			// A TRUNCATE fires no row trigger; the tally goes with it.
+			_, err = s.exec(ctx, `TRUNCATE approval_queue`)
+			require.NoError(t, err)
+			check("truncated")
+		}
 	})
 }

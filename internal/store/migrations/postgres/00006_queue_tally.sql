@@ -1,15 +1,18 @@
 -- +goose Up
 -- The approval queue's counts, kept by the database as rows change: open
 -- waits by stage, currency and amount band. An approver's count is the
--- bands wholly within their limit, summed, plus the rows of the one band
--- their limit falls in, read from the index: the inbox's counts no longer
--- grow with the claims waiting. A band is the amount cut to two
--- significant digits (1,840.00 is in the band of 1,800.00 to 1,899.99;
--- under 1.00, each amount its own): limits are round amounts, which start
--- a band, so the band a limit falls in is mostly empty. The trigger keeps
--- the tally whoever writes the queue (the workflow, the healer, an
--- operator by hand), in the same transaction as the row; the healer's full
--- pass checks it against the rows (Store.RecountQueue).
+-- bands wholly within their limit, summed, plus the rows of the band their
+-- limit falls in, read from the counts index: the counts grow with the
+-- bands in use, not with the claims waiting (what is handed to the
+-- approver and their own four-eyes votes are still counted by row, a few
+-- each). A band is the amount cut to two significant digits (1,840.00 is
+-- in the band of 1,800.00 to 1,899.99; under 100 minor units, each amount
+-- its own): limits are round amounts, which start a band, so the band a
+-- limit falls in is mostly empty. The triggers keep the tally whoever
+-- writes the queue (the workflow, the healer, an operator with SQL), in
+-- the same transaction as the row; what fires no row trigger (a restore
+-- with triggers disabled, a tally written by hand) the healer's full pass
+-- finds and sets right from the rows (Store.RecountQueue).
 -- +goose StatementBegin
 CREATE FUNCTION approval_amount_band(a BIGINT) RETURNS BIGINT LANGUAGE SQL IMMUTABLE AS $$
 	SELECT CASE WHEN a < 100 THEN a
@@ -47,8 +50,12 @@ CREATE FUNCTION approval_queue_tally_keep() RETURNS trigger LANGUAGE plpgsql AS 
 DECLARE
 	was_open BOOLEAN := TG_OP IN ('UPDATE', 'DELETE') AND OLD.open = 1;
 	is_open BOOLEAN := TG_OP IN ('INSERT', 'UPDATE') AND NEW.open = 1;
-	-- Two rows of the tally are locked in the order of their keys, so two
-	-- writers moving waits between the same two bands never deadlock.
+	-- The two rows of the tally a row's change moves a wait between are
+	-- locked in the order of their keys, so two such writes never deadlock.
+	-- (A statement that changes many rows at once locks tally rows in the
+	-- order of its rows: PostgreSQL aborts one side of a deadlock, and it
+	-- is retried.) A tally row is held until its transaction commits:
+	-- writes into one band follow each other at commit latency.
 	new_first BOOLEAN := was_open AND is_open AND (NEW.stage, NEW.currency, NEW.amount_band) < (OLD.stage, OLD.currency, OLD.amount_band);
 BEGIN
 	IF is_open AND new_first THEN
@@ -68,11 +75,24 @@ $$;
 -- +goose StatementEnd
 CREATE TRIGGER approval_queue_tally AFTER INSERT OR DELETE OR UPDATE OF open, stage, currency, amount_minor ON approval_queue
 	FOR EACH ROW EXECUTE FUNCTION approval_queue_tally_keep();
+-- A TRUNCATE fires no row trigger: the tally goes with the rows.
+-- +goose StatementBegin
+CREATE FUNCTION approval_queue_tally_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	DELETE FROM approval_queue_tally;
+	RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER approval_queue_tally_truncate AFTER TRUNCATE ON approval_queue
+	FOR EACH STATEMENT EXECUTE FUNCTION approval_queue_tally_truncate();
 -- Whose votes an approver cast: taken off their counts.
 CREATE INDEX approval_votes_approver ON approval_votes (approver, claim_id);
 
 -- +goose Down
 DROP INDEX approval_votes_approver;
+DROP TRIGGER approval_queue_tally_truncate ON approval_queue;
+DROP FUNCTION approval_queue_tally_truncate();
 DROP TRIGGER approval_queue_tally ON approval_queue;
 DROP FUNCTION approval_queue_tally_keep();
 DROP TABLE approval_queue_tally;

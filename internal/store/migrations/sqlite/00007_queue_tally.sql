@@ -1,15 +1,18 @@
 -- +goose Up
 -- The approval queue's counts, kept by the database as rows change: open
 -- waits by stage, currency and amount band. An approver's count is the
--- bands wholly within their limit, summed, plus the rows of the one band
--- their limit falls in, read from the index: the inbox's counts no longer
--- grow with the claims waiting. A band is the amount cut to two
--- significant digits (1,840.00 is in the band of 1,800.00 to 1,899.99;
--- under 1.00, each amount its own): limits are round amounts, which start
--- a band, so the band a limit falls in is mostly empty. The triggers keep
--- the tally whoever writes the queue (the workflow, the healer, an
--- operator by hand), in the same transaction as the row; the healer's full
--- pass checks it against the rows (Store.RecountQueue).
+-- bands wholly within their limit, summed, plus the rows of the band their
+-- limit falls in, read from the counts index: the counts grow with the
+-- bands in use, not with the claims waiting (what is handed to the
+-- approver and their own four-eyes votes are still counted by row, a few
+-- each). A band is the amount cut to two significant digits (1,840.00 is
+-- in the band of 1,800.00 to 1,899.99; under 100 minor units, each amount
+-- its own): limits are round amounts, which start a band, so the band a
+-- limit falls in is mostly empty. The triggers keep the tally whoever
+-- writes the queue (the workflow, the healer, an operator with SQL), in
+-- the same transaction as the row; what fires no row trigger (a restore
+-- with triggers disabled, a tally written by hand) the healer's full pass
+-- finds and sets right from the rows (Store.RecountQueue).
 ALTER TABLE approval_queue ADD COLUMN amount_band INTEGER GENERATED ALWAYS AS (
 	CASE WHEN amount_minor < 100 THEN amount_minor
 		WHEN amount_minor < 1000 THEN amount_minor / 10 * 10
