@@ -56,6 +56,7 @@ type options struct {
 	pressureApprovals            int
 	pressurePriority             int
 	timers                       int
+	timersPace                   float64
 	ratelimitTPM                 int
 	ratelimitClaims              int
 	ratelimitWorkers             int
@@ -107,6 +108,7 @@ func main() {
 	flag.IntVar(&o.pressureApprovals, "pressure-approvals", 50, "the priority workload: parked claims approved during the surge")
 	flag.IntVar(&o.pressurePriority, "pressure-priority", 4, "the priority workload: the task priority the surge's new claims start at (starter --priority; 0: the default, 3)")
 	flag.IntVar(&o.timers, "timers", 5000, "the timers workload (-only timers): claims whose escalations fall due together")
+	flag.Float64Var(&o.timersPace, "timers-pace", 15, "the timers workload: claims started a second (at a pace the worker parks them, so that their deadlines stay together)")
 	flag.IntVar(&o.ratelimitTPM, "ratelimit-tpm", 180000, "the ratelimit workload (-only ratelimit): modelsim's tokens per minute, and the workers' shared budget")
 	flag.IntVar(&o.ratelimitClaims, "ratelimit-claims", 150, "the ratelimit workload: claims run at once on the auto path")
 	flag.IntVar(&o.ratelimitWorkers, "ratelimit-workers", 3, "the ratelimit workload: workers sharing the budget")

@@ -324,9 +324,17 @@ func (e *env) afterSignal(ctx context.Context, id string) (string, error) {
 func (e *env) timers(ctx context.Context, res *results) error {
 	n := e.o.timers
 	prefix := fmt.Sprintf("bench-timers-%d-", seq.Add(1))
-	// Parking runs at about 20 claims a second here; leave room.
-	due := time.Now().Add(time.Duration(n)*time.Second/12 + time.Minute)
+	// A wait's deadline is its TTL from when it opens, after triage. Claims
+	// started faster than the worker parks them queue for triage longer
+	// and longer, and their deadlines spread with the queue: at once, 3,298
+	// of 5,000 fell in the busiest minute. So they start at a pace the
+	// worker keeps (-timers-pace a second), each with the TTL that puts its
+	// deadline at the same moment, a minute after the last start.
+	pace := max(e.o.timersPace, 1)
+	begin := time.Now()
+	due := begin.Add(time.Duration(float64(n)/pace*float64(time.Second)) + time.Minute)
 	if err := parallel(n, e.o.concurrency, func(i int) error {
+		time.Sleep(time.Until(begin.Add(time.Duration(float64(i) / pace * float64(time.Second)))))
 		ttl := max(time.Until(due), time.Minute).Round(time.Second)
 		opts := workflows.Options{Approval: approvals.Policy{TTL: ttl, EscalationTTL: time.Hour}}
 		_, err := e.startClaimOn(ctx, e.store, e.client, workflows.TaskQueue, fmt.Sprintf("%s%05d", prefix, i), "1840.00", opts)
