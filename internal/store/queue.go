@@ -289,14 +289,13 @@ type QueueCounts struct {
 func (s *Store) CountQueue(ctx context.Context, f QueueFilter) (QueueCounts, error) {
 	c := QueueCounts{ByStage: map[string]int{}}
 	base := QueueFilter{Viewer: f.Viewer}
-	count := func(f QueueFilter) (int, error) { return s.count(ctx, f) }
 	var err error
-	if c.Total, err = count(base); err != nil {
+	if c.Total, err = s.count(ctx, base); err != nil {
 		return c, err
 	}
 	waiting := c.Total // an approver who is not a supervisor sees only waits still waiting
 	if f.Viewer == nil || f.Viewer.Supervisor {
-		if waiting, err = count(QueueFilter{Viewer: f.Viewer, Stage: "waiting"}); err != nil {
+		if waiting, err = s.count(ctx, QueueFilter{Viewer: f.Viewer, Stage: "waiting"}); err != nil {
 			return c, err
 		}
 	}
@@ -307,7 +306,7 @@ func (s *Store) CountQueue(ctx context.Context, f QueueFilter) (QueueCounts, err
 		c.ByStage["escalated"] = escalated
 	}
 	if f.Viewer != nil {
-		if c.AssignedToYou, err = count(QueueFilter{Viewer: f.Viewer, AssignedTo: f.Viewer.ID}); err != nil {
+		if c.AssignedToYou, err = s.count(ctx, QueueFilter{Viewer: f.Viewer, AssignedTo: f.Viewer.ID}); err != nil {
 			return c, err
 		}
 	}
@@ -315,7 +314,7 @@ func (s *Store) CountQueue(ctx context.Context, f QueueFilter) (QueueCounts, err
 		c.Matching = c.Total
 		return c, nil
 	}
-	c.Matching, err = count(f)
+	c.Matching, err = s.count(ctx, f)
 	return c, err
 }
 

@@ -110,39 +110,31 @@ func (t countTerm) keys(first, p string) ([]string, []any) {
 func (t countTerm) sql() (string, []any) {
 	var parts []string
 	var args []any
-	scan := func(lo, hi *int64, hiOpen bool) {
+	// rows counts the rows with an amount in [lo, hi] (nil: no bound).
+	rows := func(lo, hi *int64) {
 		conds, a := t.keys("q.open = 1", "q.")
 		if lo != nil {
 			conds, a = append(conds, "q.amount_minor >= ?"), append(a, *lo)
 		}
-		if hi != nil && hiOpen {
-			conds, a = append(conds, "q.amount_minor < ?"), append(a, *hi)
-		} else if hi != nil {
+		if hi != nil {
 			conds, a = append(conds, "q.amount_minor <= ?"), append(a, *hi)
 		}
 		parts, args = append(parts, "(SELECT COUNT(*) FROM approval_queue q WHERE "+strings.Join(conds, " AND ")+")"), append(args, a...)
 	}
 	// The whole bands are [from, to): from the first band starting at or
 	// after lo, to the band hi falls in, whose rows up to hi are read.
-	var from, to *int64
+	from, to, whole := t.lo, (*int64)(nil), true
 	if t.lo != nil {
-		start, next, ok := amountBand(*t.lo)
-		switch {
-		case start == *t.lo:
-			from = t.lo
-		case ok:
-			from = &next
-		default: // lo is in the last band there is: no whole band after it
-			scan(t.lo, t.hi, false)
-			return strings.Join(parts, " + "), args
+		if start, next, ok := amountBand(*t.lo); start != *t.lo {
+			from, whole = &next, ok // not ok: lo is in the last band there is
 		}
 	}
 	if t.hi != nil {
 		start, _, _ := amountBand(*t.hi)
 		to = &start
 	}
-	if from != nil && to != nil && *from >= *to {
-		scan(t.lo, t.hi, false)
+	if !whole || from != nil && to != nil && *from >= *to {
+		rows(t.lo, t.hi)
 		return strings.Join(parts, " + "), args
 	}
 	conds, a := t.keys("1 = 1", "")
@@ -154,11 +146,12 @@ func (t countTerm) sql() (string, []any) {
 		conds, args = append(conds, "band < ?"), append(args, *to)
 	}
 	parts = append(parts, "(SELECT COALESCE(SUM(n), 0) FROM approval_queue_tally WHERE "+strings.Join(conds, " AND ")+")")
-	if t.lo != nil && *t.lo < *from {
-		scan(t.lo, from, true)
+	if from != t.lo {
+		below := *from - 1
+		rows(t.lo, &below)
 	}
 	if t.hi != nil {
-		scan(to, t.hi, false)
+		rows(to, t.hi)
 	}
 	return strings.Join(parts, " + "), args
 }

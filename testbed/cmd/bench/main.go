@@ -596,10 +596,10 @@ type workerVars struct {
 	} `json:"memstats"`
 }
 
-// heapProfile saves the worker's heap profile under the temporary
+// memorySnapshot saves the worker's heap profile under the temporary
 // directory as <name>-heap.pb.gz (for go tool pprof), and its memory map
 // as <name>-smaps, saying where.
-func (p *proc) heapProfile(name string) {
+func (p *proc) memorySnapshot(name string) {
 	resp, err := http.Get(p.metrics + "/debug/pprof/heap")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "  no heap profile:", err)

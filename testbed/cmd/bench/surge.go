@@ -36,7 +36,7 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	if err != nil {
 		return err
 	}
-	w.heapProfile("surge-idle")
+	w.memorySnapshot("surge-idle")
 	inbox, err := e.spawnInbox()
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	if err != nil {
 		return err
 	}
-	w.heapProfile("surge-parked")
+	w.memorySnapshot("surge-parked")
 	lo, hi := fmt.Sprintf("surge_%d", e.o.surgeBase), fmt.Sprintf("surge_%d", e.o.surge)
 	for _, when := range []string{"", "_at_once"} {
 		res.Values["surge_inbox_p95_ratio"+when] = res.Values[hi+"_inbox_p95_ms"+when] / res.Values[lo+"_inbox_p95_ms"+when]
@@ -104,7 +104,7 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 // waiting` with level claims waiting, under keys ending in when, with the
 // cores the machine kept busy meanwhile.
 func (e *env) surgeTimes(ctx context.Context, res *results, inbox *inboxProc, ctl string, ctlEnv []string, level int, when string) error {
-	b0, t0 := busyCPU(), time.Now()
+	since := busySince()
 	page, err := inbox.firstPage(ctx, 5, 50)
 	if err != nil {
 		return err
@@ -121,18 +121,25 @@ func (e *env) surgeTimes(ctx context.Context, res *results, inbox *inboxProc, ct
 	if err != nil {
 		return err
 	}
-	busy := float64(busyCPU()-b0) / float64(time.Since(t0))
+	busy := since()
 	tag := fmt.Sprintf("surge_%d", level)
 	res.Values[tag+"_inbox_p50_ms"+when], res.Values[tag+"_inbox_p95_ms"+when] = ms(pct(page, 50)), ms(pct(page, 95))
 	res.Values[tag+"_list_p50_ms"+when], res.Values[tag+"_list_p95_ms"+when] = ms(pct(list, 50)), ms(pct(list, 95))
 	res.Values[tag+"_busy_cores"+when] = busy
 	label := "settled"
 	if when != "" {
-		label = strings.ReplaceAll(strings.TrimPrefix(when, "_"), "_", " ")
+		label = "at once"
 	}
 	fmt.Fprintf(os.Stderr, "  %d waiting, %s: inbox first page p50 %.0f ms, p95 %.0f ms; claimsctl list p50 %.0f ms, p95 %.0f ms (%.2f cores busy)\n", level, label,
 		res.Values[tag+"_inbox_p50_ms"+when], res.Values[tag+"_inbox_p95_ms"+when], res.Values[tag+"_list_p50_ms"+when], res.Values[tag+"_list_p95_ms"+when], busy)
 	return nil
+}
+
+// busySince returns how many of the machine's cores have been busy, on
+// average, from now until it is called.
+func busySince() func() float64 {
+	b0, t0 := busyCPU(), time.Now()
+	return func() float64 { return float64(busyCPU()-b0) / float64(time.Since(t0)) }
 }
 
 // settle waits, at most limit, until the machine keeps fewer than cores of
@@ -141,10 +148,9 @@ func (e *env) surgeTimes(ctx context.Context, res *results, inbox *inboxProc, ct
 func settle(limit time.Duration, cores float64) (time.Duration, float64) {
 	begin := time.Now()
 	for {
-		b0, t0 := busyCPU(), time.Now()
+		since := busySince()
 		time.Sleep(5 * time.Second)
-		busy := float64(busyCPU()-b0) / float64(time.Since(t0))
-		if busy < cores || time.Since(begin) >= limit {
+		if busy := since(); busy < cores || time.Since(begin) >= limit {
 			return time.Since(begin), busy
 		}
 	}
