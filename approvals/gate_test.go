@@ -39,20 +39,27 @@ func waitOnce(ctx workflow.Context, stamp string, final Verdict, approvers autho
 
 func runWait(t *testing.T, stamp string, final Verdict, signals ...any) waitResult {
 	t.Helper()
+	book, err := authority.Load("")
+	require.NoError(t, err)
+	var r waitResult
+	runGate(t, waitOnce, &r, signals, stamp, final, book.Approvers)
+	return r
+}
+
+// runGate runs the workflow wf with args, sending the signals (approve) a
+// minute apart, and reads its result into out.
+func runGate(t *testing.T, wf, out any, signals []any, args ...any) {
+	t.Helper()
 	var ts testsuite.WorkflowTestSuite
 	ts.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := ts.NewTestWorkflowEnvironment()
-	env.RegisterWorkflow(waitOnce)
+	env.RegisterWorkflow(wf)
 	for i, s := range signals {
 		env.RegisterDelayedCallback(func() { env.SignalWorkflow(SignalApprove, s) }, time.Duration(i+1)*time.Minute)
 	}
-	book, err := authority.Load("")
-	require.NoError(t, err)
-	env.ExecuteWorkflow(waitOnce, stamp, final, book.Approvers)
+	env.ExecuteWorkflow(wf, args...)
 	require.NoError(t, env.GetWorkflowError())
-	var r waitResult
-	require.NoError(t, env.GetWorkflowResult(&r))
-	return r
+	require.NoError(t, env.GetWorkflowResult(out))
 }
 
 // A stamped gate has every attempt, refused or accepted, and the decision
@@ -89,4 +96,48 @@ func TestUnstampedDecisionsNameNoBuild(t *testing.T) {
 	assert.Empty(t, r.Approval.Decision.PolicyVersion)
 	require.Len(t, r.Attempts, 1)
 	assert.Empty(t, r.Attempts[0].BuildID)
+}
+
+// hookTrail is a workflow that waits once with hooks that note, in order,
+// each fired timer and each notice; a reminder that takes remindFor (a
+// timer of its own) can use up the time to the escalation.
+func hookTrail(ctx workflow.Context, remindFor time.Duration, approvers authority.Directory) ([]string, error) {
+	g, err := Listen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var trail []string
+	note := func(what string) func(workflow.Context, *Approval) error {
+		return func(ctx workflow.Context, _ *Approval) error {
+			trail = append(trail, what)
+			if what == "remind" && remindFor > 0 {
+				return workflow.Sleep(ctx, remindFor)
+			}
+			return nil
+		}
+	}
+	_, err = g.Await(ctx, Wait{Request: Request{ClaimID: "claim-1", Payee: "acct_1", AmountMinor: 10_000, Amount: "100.00", Currency: "usd"},
+		Policy: Policy{TTL: 2 * time.Hour, EscalationTTL: time.Hour, FinalOutcome: Reject}, Approvers: approvers},
+		Hooks{Remind: note("remind"), Escalate: note("escalate"), TimerFired: func() { trail = append(trail, "timer fired") }})
+	return trail, err
+}
+
+func runHookTrail(t *testing.T, remindFor time.Duration, signals ...any) []string {
+	t.Helper()
+	book, err := authority.Load("")
+	require.NoError(t, err)
+	var trail []string
+	runGate(t, hookTrail, &trail, signals, remindFor, book.Approvers)
+	return trail
+}
+
+// TimerFired tells the run that a deadline was reached by its timer (so the
+// task before the wait completed) and only then: not when the deadline had
+// already passed as the wait came to it, not when a signal woke the wait.
+func TestTimerFiredOnlyWhenATimerReachedTheDeadline(t *testing.T) {
+	assert.Equal(t, []string{"timer fired", "remind", "timer fired", "escalate", "timer fired"}, runHookTrail(t, 0),
+		"every deadline of an unanswered wait is a fired timer")
+	assert.Equal(t, []string{"timer fired", "remind", "escalate", "timer fired"}, runHookTrail(t, 90*time.Minute),
+		"a reminder that outlasts the escalation deadline: the escalation follows it with no timer between")
+	assert.Empty(t, runHookTrail(t, 0, Input{Approver: "adjuster-17"}), "a decision woke the wait before any deadline")
 }

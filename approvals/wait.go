@@ -164,6 +164,14 @@ type Hooks struct {
 	// (a.Open() false). The approval queue is kept this way. Nil for runs
 	// before the queue: then nothing wakes the wait early.
 	OnChange func(ctx workflow.Context, a *Approval) error
+	// TimerFired runs when one of the wait's deadlines (the reminder, the
+	// escalation, the expiry) was reached by its timer, before the hook
+	// that follows it: the workflow task that started the timer has
+	// completed, so everything the workflow did before is in history. Not
+	// when a decision or a change woke the wait, nor when the deadline had
+	// already passed and no timer ran (then nothing says the task before
+	// completed).
+	TimerFired func()
 }
 
 // Await parks the workflow until a decision, reminding the adjusters, then
@@ -264,8 +272,12 @@ func (g *Gate) until(ctx workflow.Context, a *Approval, t, notAfter time.Time) (
 	for {
 		if a.Decision == nil && !g.recheck && !g.changed {
 			if left := t.Sub(workflow.Now(ctx)); left > 0 {
-				if _, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return a.Decision != nil || g.recheck || g.changed }); err != nil {
+				woke, err := workflow.AwaitWithTimeout(ctx, left, func() bool { return a.Decision != nil || g.recheck || g.changed })
+				if err != nil {
 					return true, err
+				}
+				if !woke && g.hooks.TimerFired != nil {
+					g.hooks.TimerFired()
 				}
 			}
 		}

@@ -52,6 +52,9 @@ start approved-update 1840.00
 start rejected 1840.00
 start amended 1840.00
 start expired 2500.00 --approval-ttl 2s --escalation-ttl 2s
+# Long enough that the worker's restarts are over before the reminder: each
+# deadline is reached by its timer, and the notices run local in its task.
+start escalated 2500.00 --approval-ttl 16s --escalation-ttl 2s
 start capped 640.00 --max-payout 100.00
 start four-eyes 1840.00 --four-eyes-above 1500
 start lowered 1840.00
@@ -99,7 +102,7 @@ bin/claimsctl wait --status waiting --timeout 1m "$(id amended)" >/dev/null
 signal amended approve "$(receipt approve amended adjuster-9)"
 signal amended approve "$(receipt approve amended adjuster-17)"
 
-for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired capped \
+for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired escalated capped \
   four-eyes lowered refused frequent unregistered loosened handed-on withdrawn; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durableclaims/durableclaims/activities"
@@ -62,7 +61,8 @@ func (s *ClaimSuite) refusals(r ClaimResult) []string {
 func (s *ClaimSuite) TestReminderComesAtItsFractionOfTheTTL() {
 	start := s.env.Now()
 	var remindedAt time.Duration
-	s.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+	// The reminder runs local (versionLocalNotices), regular before.
+	s.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []interface{}) {
 		if info.ActivityType.Name == "RemindApprovers" {
 			remindedAt = s.env.Now().Sub(start)
 		}

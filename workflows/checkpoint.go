@@ -60,8 +60,13 @@ import (
 // With the rules model, whose turns are free to repeat (a result that says
 // so, see freeToRepeat), every triage turn runs local. An approval adds
 // step 5: OpenApproval (local), the wait (a task boundary: nothing is
-// pending after it), reminders and escalations (regular), the re-read
-// (local). The task that schedules the payment runs no local activity, so
+// pending after it), the reminder and the escalation notice (costly side
+// steps from versionLocalNotices on, regular before), the re-read (local).
+// A notice comes after the wait's timer fired, which is a task boundary
+// too (approvals.Hooks.TimerFired): so each runs local in the task the
+// timer woke, and an escalation is one workflow task. When the escalation
+// was already due as the reminder ran (no timer between them), the
+// reminder's result is pending and the escalation runs regular. The task that schedules the payment runs no local activity, so
 // a redrive of a failed payment repeats no model call.
 //
 // What a workflow task decides is pending too until it is recorded: a

@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,35 @@ func (s *ClaimSuite) TestADecisionIsRecordedBeforeTheAuditEmbedsIt() {
 		s.start(testClaim("claim-cp-reject", "1840.00"), Options{})
 		s.Equal(StatusRejected, s.result().Status, name)
 		s.Equal(tc.want, (*got)[len(*got)-3:], name)
+	}
+}
+
+// A wait's reminder and escalation notice run local in the task their timer
+// woke from versionLocalNotices on (an escalation costs the server one
+// workflow task, not two and an activity task), the escalation too after a
+// local reminder, since the escalation's own timer fired between them.
+// Runs before ran both regular, and replay them so.
+func (s *ClaimSuite) TestAWaitsNoticesRunInTheTaskTheirTimerWoke() {
+	for name, tc := range map[string]struct {
+		version workflow.Version
+		want    []string
+	}{
+		"from versionLocalNotices":   {versionLocalNotices, []string{"RemindApprovers local", "EscalateApproval local"}},
+		"before versionLocalNotices": {versionProvenance, []string{"RemindApprovers regular", "EscalateApproval regular"}},
+	} {
+		s.SetupTest()
+		s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(tc.version)
+		got := s.forms()
+		s.start(testClaim("claim-cp-notices", "2500.00"), Options{})
+		s.Equal(StatusExpired, s.result().Status, name)
+		var notices []string
+		for _, f := range *got {
+			if strings.HasPrefix(f, "RemindApprovers") || strings.HasPrefix(f, "EscalateApproval") {
+				notices = append(notices, f)
+			}
+		}
+		s.Equal(tc.want, notices, name)
+		s.Len(s.calls.escalated, 1, name)
+		s.Len(s.calls.reminded, 1, name)
 	}
 }

@@ -93,6 +93,9 @@ type claimRun struct {
 	// budgetWaits: a model step out of capacity hands its wait back, and
 	// the run waits on a durable timer (versionBudget on, exec).
 	budgetWaits bool
+	// notices is how the wait's reminder and escalation notice run:
+	// plan.sideStep from versionLocalNotices on, plan.effect before.
+	notices stepPlan
 	// provenance: decisions name their build, the policy version and the
 	// model answers they rest on, and model calls their build and prompt
 	// version (versionProvenance on). policyVersion is the version intake
@@ -326,6 +329,10 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	r.deadLetterFile = version >= versionDeadLetterFile
 	r.queue = version >= versionQueue
 	r.budgetWaits = version >= versionBudget
+	r.notices = plan.effect
+	if version >= versionLocalNotices {
+		r.notices = plan.sideStep
+	}
 	if r.provenance = version >= versionProvenance; r.provenance {
 		r.policyVersion = loaded.PolicyVersion
 		r.gate.Stamp(r.policyVersion, r.build)
@@ -428,10 +435,23 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.approval, Approvers: dir.Approvers,
 		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
 		Excluded: r.amendedBy, Trust: trust,
-	}, approvals.Hooks{OnStage: r.onStage, OnChange: r.publishApproval(), Recheck: r.recheck(), Remind: r.approvalNotice(a.RemindApprovers, "remind"), Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
-		metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
-		return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
-	}})
+	}, r.waitHooks())
+}
+
+// waitHooks are what the approval wait calls back into the run for.
+func (r *claimRun) waitHooks() approvals.Hooks {
+	h := approvals.Hooks{OnStage: r.onStage, OnChange: r.publishApproval(), Recheck: r.recheck(),
+		Remind: r.approvalNotice(a.RemindApprovers, "remind"),
+		Escalate: func(ctx workflow.Context, appr *approvals.Approval) error {
+			metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
+			return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
+		}}
+	if r.notices.how == runCostly {
+		// A fired timer is a task boundary: the notice that follows runs
+		// local even when the one before it (the reminder) did.
+		h.TimerFired = r.taskBoundary
+	}
+	return h
 }
 
 // publishApproval is the wait's OnChange hook from versionQueue on (nil
@@ -649,7 +669,11 @@ func (r *claimRun) fileDeadLetter(ctx workflow.Context) {
 
 // approvalNotice makes the reminder and escalation hooks: one e-mail each, keyed
 // <id>:step5:remind / :escalate (suffixed by the round when a changed claim
-// raised a new request).
+// raised a new request). From versionLocalNotices on each is a costly side
+// step: local in the task its timer woke (nothing is pending there), so an
+// escalation due with thousands of others costs the server one workflow
+// task; regular when something costly is still pending (a local reminder
+// in the same task, when the escalation was already due).
 func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *approvals.Approval) error {
 	return func(ctx workflow.Context, appr *approvals.Approval) error {
 		key := r.key(claim.StepApproval).Sub(kind)
@@ -657,7 +681,7 @@ func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *a
 			key = key.Sub(fmt.Sprintf("r%d", n))
 		}
 		var res activities.NotifyResult
-		return r.exec(ctx, plan.effect, fn, activities.NoticeInput{
+		return r.exec(ctx, r.notices, fn, activities.NoticeInput{
 			Key: key, ClaimID: r.claim.ID, Amount: appr.Request.Amount, Currency: r.claim.Currency,
 			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
 		}, &res)

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
@@ -103,11 +105,7 @@ func TestAStepAddedBehindGetVersionKeepsOldHistoriesReplaying(t *testing.T) {
 func TestRecordedHistoriesCarryTaskPriorities(t *testing.T) {
 	got := map[string]int32{}
 	for _, name := range []string{"hist-budget-openai-approved.json", "hist-budget-openai-expired.json"} {
-		f, err := os.Open(filepath.Join("testdata", "histories", name))
-		require.NoError(t, err)
-		h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
-		f.Close()
-		require.NoError(t, err)
+		h := recordedHistory(t, name)
 		for _, ev := range h.GetEvents() {
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 				got[a.GetActivityType().GetName()] = a.GetPriority().GetPriorityKey()
@@ -318,4 +316,53 @@ func TestRecordedRunsFileClaimFilesThatVerify(t *testing.T) {
 		checked++
 	}
 	assert.GreaterOrEqual(t, checked, 10, "recorded runs from versionProvenance on")
+}
+
+// An escalation recorded under versionLocalNotices is one workflow task:
+// the timer fires, and the task it wakes writes the search attribute, the
+// queue row and the supervisors' notice (markers) and starts the next
+// timer; no activity task, no second workflow task.
+func TestARecordedEscalationIsOneWorkflowTask(t *testing.T) {
+	for _, name := range []string{"hist-local-notices-escalated.json", "hist-local-notices-openai-escalated.json"} {
+		h := recordedHistory(t, name)
+		events := h.GetEvents()
+		notice := slices.IndexFunc(events, func(ev *historypb.HistoryEvent) bool {
+			for _, p := range ev.GetMarkerRecordedEventAttributes().GetDetails()["data"].GetPayloads() {
+				if strings.Contains(string(p.GetData()), `"ActivityType":"EscalateApproval"`) {
+					return true
+				}
+			}
+			return false
+		})
+		require.Positive(t, notice, "%s: the escalation notice is a marker", name)
+		from, to := notice, notice
+		for from > 0 && events[from].GetEventType() != enumspb.EVENT_TYPE_TIMER_FIRED {
+			from--
+		}
+		for to < len(events)-1 && events[to].GetEventType() != enumspb.EVENT_TYPE_TIMER_STARTED {
+			to++
+		}
+		var got []string
+		for _, ev := range events[from : to+1] {
+			got = append(got, strings.TrimPrefix(ev.GetEventType().String(), "EventType"))
+		}
+		assert.Equal(t, []string{"TimerFired", "WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted",
+			"UpsertWorkflowSearchAttributes", "MarkerRecorded", "MarkerRecorded", "TimerStarted"}, got, name)
+		for _, ev := range events {
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+				assert.NotContains(t, []string{"RemindApprovers", "EscalateApproval"}, a.GetActivityType().GetName(), name)
+			}
+		}
+	}
+}
+
+// recordedHistory reads one of the recorded histories by file name.
+func recordedHistory(t *testing.T, name string) *historypb.History {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "histories", name))
+	require.NoError(t, err)
+	defer f.Close()
+	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	require.NoError(t, err)
+	return h
 }

@@ -53,6 +53,13 @@ package workflows
 //	                rejection by the rules the claimant's e-mail runs as a
 //	                regular activity and records the task that decided before
 //	                the audit record names its build
+//	versionLocalNotices the reminder and the escalation notice of a wait are
+//	                costly side steps (plan.sideStep) rather than regular
+//	                activities: after the wait's timer fired nothing is
+//	                pending, so each runs local in the workflow task the timer
+//	                woke, beside the queue write, and an escalation costs the
+//	                server one workflow task instead of two and an activity
+//	                task (checkpoint.go)
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -73,7 +80,8 @@ const (
 	versionQueue          = 9
 	versionBudget         = 10
 	versionProvenance     = 11
+	versionLocalNotices   = 12
 
 	// versionLatest is what new runs record.
-	versionLatest = versionProvenance
+	versionLatest = versionLocalNotices
 )

@@ -85,6 +85,20 @@ func TestBillableActionsOfRecordedPaths(t *testing.T) {
 		//  task 50: markers 51-53: 1; 54 upsert expired: 1. Total 13.
 		{"hist-records-expired", 55, map[string]int{actWorkflowStarted: 1, actLocalActivities: 3, actActivityAttempt: 3,
 			actUpsert: 3, actTimer: 3}, 13},
+		// hist-local-notices-escalated, 52 events (versionLocalNotices,
+		// TTL 16 s, escalation TTL 2 s): each notice a marker in the task
+		// its timer woke, no activity of its own.
+		//   1 started 1; task 4: markers 5, 6, 8-11: 1; 7: 0;
+		//  13 AssessClaim: 1; task 17: markers 18, 20: 1; 19 upsert waiting: 1;
+		//  21 timer (reminder): 1; task 27 (after a task that timed out on
+		//   a restarting worker): marker 28 RemindApprovers: 1; 29 timer
+		//   (escalation): 1; task 33: 34 upsert escalated: 1, markers 35, 36
+		//   (queue row, EscalateApproval): 1; 37 timer (final): 1;
+		//  task 41: marker 42: 1; 44 NotifyClaimant: 1; task 48: markers
+		//   49, 50: 1; 51 upsert expired: 1. Total 15 (the same path before
+		//   versionLocalNotices, hist-provenance-expired: 16, and 62 events).
+		{"hist-local-notices-escalated", 52, map[string]int{actWorkflowStarted: 1, actLocalActivities: 6, actActivityAttempt: 2,
+			actUpsert: 3, actTimer: 3}, 15},
 		// hist-records-approved-update: as approved, with the decide update
 		// (24 WorkflowExecutionUpdateAccepted: 1) in place of the signal.
 		{"hist-records-approved-update", 38, map[string]int{actWorkflowStarted: 1, actLocalActivities: 4, actActivityAttempt: 2,
