@@ -171,6 +171,9 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	return &Store{db: db, d: postgres, now: time.Now}, nil
 }
 
+// sqliteIdleConns is how many SQLite connections stay open between uses.
+const sqliteIdleConns = 16
+
 // openSQLite opens (creating if needed) the store file at path and
 // migrates it while holding an exclusive lock on path.lock: processes
 // sharing the file (one host) migrate one at a time.
@@ -199,6 +202,14 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	// A new connection opens the file, runs the pragmas above and parses
+	// the whole schema, triggers included: with database/sql's default of
+	// two idle connections a worker running many local activities at once
+	// closed and opened connections all the time, 13 % of its CPU in a
+	// burst of escalations (docs/performance.md). So the connections a
+	// burst uses are kept, and closed once idle for a minute.
+	db.SetMaxIdleConns(sqliteIdleConns)
+	db.SetConnMaxIdleTime(time.Minute)
 	unlock, err := lockFile(path + ".lock")
 	if err != nil {
 		db.Close()
