@@ -168,9 +168,10 @@ type Hooks struct {
 	// escalation, the expiry) was reached by its timer, before the hook
 	// that follows it: the workflow task that started the timer has
 	// completed, so everything the workflow did before is in history. Not
-	// when a decision or a change woke the wait, nor when the deadline had
-	// already passed and no timer ran (then nothing says the task before
-	// completed).
+	// when a decision or a change woke the wait first (an update; a signal
+	// delivered in the same task as the timer's firing is read after it),
+	// nor when the deadline had already passed and no timer ran (then
+	// nothing says the task before completed).
 	TimerFired func()
 }
 

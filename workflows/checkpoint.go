@@ -60,14 +60,16 @@ import (
 // With the rules model, whose turns are free to repeat (a result that says
 // so, see freeToRepeat), every triage turn runs local. An approval adds
 // step 5: OpenApproval (local), the wait (a task boundary: nothing is
-// pending after it), the reminder and the escalation notice (costly side
-// steps from versionLocalNotices on, regular before), the re-read (local).
-// A notice comes after the wait's timer fired, which is a task boundary
-// too (approvals.Hooks.TimerFired): so each runs local in the task the
-// timer woke, and an escalation is one workflow task. When the escalation
-// was already due as the reminder ran (no timer between them), the
-// reminder's result is pending and the escalation runs regular. The task that schedules the payment runs no local activity, so
-// a redrive of a failed payment repeats no model call.
+// pending after it), the reminder and the escalation notice (plan.notice,
+// costly, from versionLocalNotices on; regular before), the re-read
+// (local). A notice comes after the wait's timer fired, which is a task
+// boundary too (approvals.Hooks.TimerFired): so each runs local in the
+// task the timer woke, and an escalation is one workflow task. When the
+// escalation was already due as the reminder ran (no timer between them),
+// the reminder's result is pending and the escalation runs regular; a
+// notice whose quick local attempts fail is sent regular (approvalNotice).
+// The task that schedules the payment runs no local activity, so a
+// redrive of a failed payment repeats no model call.
 //
 // What a workflow task decides is pending too until it is recorded: a
 // person's decision or an expiry (waited, from versionDecided on) and a
@@ -147,6 +149,7 @@ var plan = struct {
 	record         stepPlan // local: a keyed write whose repeat returns the first result
 	model, effect  stepPlan // regular
 	turn, sideStep stepPlan // costly
+	notice         stepPlan // costly: a wait's reminder and escalation notice
 	queue          stepPlan // local: the approval queue, a projection
 }{
 	// The approval queue: a projection the healer mends, so a write that
@@ -185,6 +188,19 @@ var plan = struct {
 	record: stepPlan{name: "record", how: runLocal, local: effectLocal},
 	// The claimant's e-mail (and the audit record of runs before versionRecords).
 	sideStep: stepPlan{name: "side effect", how: runCostly, remote: effectRegular, local: effectLocal},
+	// A wait's reminder and escalation notice (from versionLocalNotices on):
+	// local for as long as a workflow task runs without a heartbeat (3.2 s
+	// of its 4 s timeout), a few quick attempts; a mail relay slow or down
+	// beyond that gets the regular form instead (approvalNotice), whose
+	// retries cost no workflow task each. Locally, every retry past a few
+	// seconds is a timer and a workflow task, and a slow attempt holds the
+	// task open, heartbeating.
+	notice: stepPlan{name: "notice", how: runCostly, remote: effectRegular, local: &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    3 * time.Second,
+		ScheduleToCloseTimeout: 10 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 2 * time.Second, MaximumAttempts: 3},
+	}},
 }
 
 // runsLocal says which form a step takes now: local unless the plan says
@@ -238,6 +254,11 @@ func (r *claimRun) taskBoundary() { r.pending = "" }
 // records it before a record (the audit) embeds it. Before, a kill after the
 // audit of a rejection left a record the next task rebuilt with other times,
 // and the write-once audit refused it.
+//
+// From versionLocalNotices on a local notice may have run in the task the
+// wait ends in (a reminder, then a decision in the same task): clearing
+// its pending result is safe only because every such run also has
+// decisionsPending, which sets pending again at once.
 func (r *claimRun) waited() {
 	r.taskBoundary()
 	if r.decisionsPending {

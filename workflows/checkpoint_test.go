@@ -20,7 +20,7 @@ import (
 // local step has no regular form to fall back on, a regular step no local
 // one, a costly step both.
 func TestThePlanRowsHaveTheFormsTheirKindNeeds(t *testing.T) {
-	for _, p := range []stepPlan{plan.read, plan.tool, plan.model, plan.effect, plan.turn, plan.sideStep} {
+	for _, p := range []stepPlan{plan.read, plan.tool, plan.model, plan.effect, plan.turn, plan.sideStep, plan.notice} {
 		switch p.how {
 		case runLocal:
 			assert.NotNil(t, p.local, p.name)
@@ -154,4 +154,23 @@ func (s *ClaimSuite) TestAWaitsNoticesRunInTheTaskTheirTimerWoke() {
 		s.Len(s.calls.escalated, 1, name)
 		s.Len(s.calls.reminded, 1, name)
 	}
+}
+
+// A notice whose quick local attempts fail (the relay is down) is sent as
+// a regular activity, whose retries cost no workflow task each; the
+// escalation still happens once, and the wait goes on to its expiry.
+func (s *ClaimSuite) TestANoticeThatFailsLocallyIsRetriedRegular() {
+	s.calls.escalateFails = 4
+	got := s.forms()
+	s.start(testClaim("claim-cp-relay-down", "2500.00"), Options{})
+	s.Equal(StatusExpired, s.result().Status)
+	var escalations []string
+	for _, f := range *got {
+		if strings.HasPrefix(f, "EscalateApproval") {
+			escalations = append(escalations, f)
+		}
+	}
+	s.Equal([]string{"EscalateApproval local", "EscalateApproval local", "EscalateApproval local",
+		"EscalateApproval regular", "EscalateApproval regular"}, escalations)
+	s.Len(s.calls.escalated, 1)
 }

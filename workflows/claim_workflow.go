@@ -94,7 +94,7 @@ type claimRun struct {
 	// the run waits on a durable timer (versionBudget on, exec).
 	budgetWaits bool
 	// notices is how the wait's reminder and escalation notice run:
-	// plan.sideStep from versionLocalNotices on, plan.effect before.
+	// plan.notice from versionLocalNotices on, plan.effect before.
 	notices stepPlan
 	// provenance: decisions name their build, the policy version and the
 	// model answers they rest on, and model calls their build and prompt
@@ -331,7 +331,7 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	r.budgetWaits = version >= versionBudget
 	r.notices = plan.effect
 	if version >= versionLocalNotices {
-		r.notices = plan.sideStep
+		r.notices = plan.notice
 	}
 	if r.provenance = version >= versionProvenance; r.provenance {
 		r.policyVersion = loaded.PolicyVersion
@@ -680,12 +680,30 @@ func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *a
 		if n := len(r.gate.All()); n > 1 {
 			key = key.Sub(fmt.Sprintf("r%d", n))
 		}
-		var res activities.NotifyResult
-		return r.exec(ctx, r.notices, fn, activities.NoticeInput{
+		in := activities.NoticeInput{
 			Key: key, ClaimID: r.claim.ID, Amount: appr.Request.Amount, Currency: r.claim.Currency,
 			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
-		}, &res)
+		}
+		var res activities.NotifyResult
+		local := r.notices.how == runCostly && r.notices.runsLocal(r.pending)
+		err := r.exec(ctx, r.notices, fn, in, &res)
+		if err != nil && local && retryRegular(err) {
+			// Its quick local attempts failed (a relay slow or down): the
+			// regular form retries without a workflow task each time.
+			workflow.GetLogger(ctx).Warn("approval notice failed locally: sending it as a regular activity", "kind", kind, "error", err)
+			err = r.exec(ctx, plan.effect, fn, in, &res)
+		}
+		return err
 	}
+}
+
+// retryRegular says whether a step that failed in its local form may be
+// tried again in its regular form: not when a cap stopped it, nor when
+// the activity refused for good (a non-retryable error).
+func retryRegular(err error) bool {
+	var ce *capError
+	var appErr *temporal.ApplicationError
+	return !errors.As(err, &ce) && !(errors.As(err, &appErr) && appErr.NonRetryable())
 }
 
 // decide records what decided the outcome (from versionProvenance on): how

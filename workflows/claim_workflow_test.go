@@ -73,6 +73,9 @@ type calls struct {
 	// each says handed it back (default 1).
 	budgetWaits   int
 	budgetAttempt int32
+	// escalateFails is how many attempts of the escalation notice fail
+	// (a mail relay that is down) before one succeeds.
+	escalateFails int
 }
 
 // budgetWait hands a 5-minute wait back, while the knob says so, to a
@@ -254,6 +257,13 @@ func (s *ClaimSuite) SetupTest() {
 		}).Maybe()
 	env.OnActivity(a.EscalateApproval, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.NoticeInput) (activities.NotifyResult, error) {
+			c.mu.Lock()
+			if c.escalateFails > 0 {
+				c.escalateFails--
+				c.mu.Unlock()
+				return activities.NotifyResult{}, errors.New("smtp: connection refused")
+			}
+			c.mu.Unlock()
 			c.add("escalate", in.Key)
 			c.mu.Lock()
 			c.escalated = append(c.escalated, in)

@@ -54,12 +54,13 @@ package workflows
 //	                regular activity and records the task that decided before
 //	                the audit record names its build
 //	versionLocalNotices the reminder and the escalation notice of a wait are
-//	                costly side steps (plan.sideStep) rather than regular
+//	                costly steps (plan.notice) rather than regular
 //	                activities: after the wait's timer fired nothing is
 //	                pending, so each runs local in the workflow task the timer
 //	                woke, beside the queue write, and an escalation costs the
 //	                server one workflow task instead of two and an activity
-//	                task (checkpoint.go)
+//	                task (checkpoint.go); a notice whose quick local attempts
+//	                fail is sent as a regular activity
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
