@@ -685,7 +685,7 @@ func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *a
 			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
 		}
 		var res activities.NotifyResult
-		local := r.notices.how == runCostly && r.notices.runsLocal(r.pending)
+		local := r.notices.runsLocal(r.pending)
 		err := r.exec(ctx, r.notices, fn, in, &res)
 		if err != nil && local && retryRegular(err) {
 			// Its quick local attempts failed (a relay slow or down): the
