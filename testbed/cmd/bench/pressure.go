@@ -394,6 +394,19 @@ func (e *env) timers(ctx context.Context, res *results) error {
 	res.Values["timers_claims"] = float64(n)
 	res.Values["timers_busiest_minute"] = float64(busiest)
 	res.Values["timers_dead_lettered"] = float64(dead)
+	ids := make([]string, 0, len(late))
+	for id := range late {
+		ids = append(ids, id)
+	}
+	lost, read, err := e.lostTasks(ctx, ids, 200)
+	if err != nil {
+		return err
+	}
+	for k, v := range lost {
+		res.Values["timers_wft_timeouts_"+k] = float64(v)
+	}
+	res.Values["timers_histories_read"] = float64(read)
+	fmt.Fprintf(os.Stderr, "  timers: workflow tasks timed out in %d of the claims' histories, by timers fired before them: %v\n", read, lost)
 	s := res.Samples["timers_escalation_late_ms"]
 	fmt.Fprintf(os.Stderr, "  timers: %d escalations, %d of their deadlines in the busiest minute; late after the deadline p50 %.1f s, p99 %.1f s, max %.1f s; %d dead-lettered\n",
 		len(late), busiest, percentile(s, 50)/1000, percentile(s, 99)/1000, percentile(s, 100)/1000, dead)
@@ -401,4 +414,36 @@ func (e *env) timers(ctx context.Context, res *results) error {
 		return fmt.Errorf("timers: %d claims dead-lettered", dead)
 	}
 	return nil
+}
+
+// lostTasks counts, in the histories of up to sample of the claims whose
+// IDs are given, the workflow tasks that timed out (a task the server
+// handed to no worker in time, or one a worker did not finish in time:
+// work the server does again), by the number of timers that had fired in
+// the claim before it and by kind. A burst that costs such tasks costs the
+// server a timeout and a second dispatch each.
+func (e *env) lostTasks(ctx context.Context, ids []string, sample int) (map[string]int, int, error) {
+	sort.Strings(ids)
+	step := max(1, len(ids)/max(sample, 1))
+	lost := map[string]int{}
+	read := 0
+	for i := 0; i < len(ids); i += step {
+		it := e.client.GetWorkflowHistory(ctx, ids[i], "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		fired := 0
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return nil, 0, err
+			}
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_TIMER_FIRED:
+				fired++
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+				kind := strings.ToLower(strings.TrimPrefix(ev.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType().String(), "TIMEOUT_TYPE_"))
+				lost[fmt.Sprintf("after_%d_timers_%s", fired, kind)]++
+			}
+		}
+		read++
+	}
+	return lost, read, nil
 }
