@@ -31,6 +31,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/worker"
+	"google.golang.org/grpc"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
@@ -44,6 +45,7 @@ import (
 	"github.com/durableclaims/durableclaims/worker/crash"
 	"github.com/durableclaims/durableclaims/worker/heartbeat"
 	"github.com/durableclaims/durableclaims/worker/metricsprom"
+	"github.com/durableclaims/durableclaims/worker/parked"
 	"github.com/durableclaims/durableclaims/worker/queueheal"
 	"github.com/durableclaims/durableclaims/worker/refusals"
 	"github.com/durableclaims/durableclaims/worker/replaycheck"
@@ -125,7 +127,14 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 		}
 		defer stop()
 	}
-	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler))
+	// A claim parked on a long timer gives up this worker's sticky queue:
+	// when the timer fires, any worker takes it at once (worker/parked).
+	release, err := config.Duration("STICKY_RELEASE_AFTER", parked.DefaultAfter)
+	if err != nil {
+		return err
+	}
+	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
+		config.WithDialOptions(grpc.WithChainUnaryInterceptor(parked.Interceptor(release))))
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
+	"google.golang.org/grpc"
 
 	"github.com/durableclaims/durableclaims/internal/codec"
 )
@@ -142,6 +143,14 @@ type DialOption func(*client.Options)
 // to h.
 func WithMetrics(h client.MetricsHandler) DialOption {
 	return func(o *client.Options) { o.MetricsHandler = h }
+}
+
+// WithDialOptions adds gRPC options to the connection (the worker's
+// interceptors, say), after the SDK's own.
+func WithDialOptions(d ...grpc.DialOption) DialOption {
+	return func(o *client.Options) {
+		o.ConnectionOptions.DialOptions = append(o.ConnectionOptions.DialOptions, d...)
+	}
 }
 
 // Dial connects to Temporal from the environment.

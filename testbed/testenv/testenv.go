@@ -257,3 +257,13 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// Kill sends SIGKILL to the running process (a crash: no drain, no goodbye
+// to the server); the supervisor starts it again.
+func (s *Supervised) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Kill()
+	}
+}
