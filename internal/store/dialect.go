@@ -171,8 +171,15 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 	return &Store{db: db, d: postgres, now: time.Now}, nil
 }
 
-// sqliteIdleConns is how many SQLite connections stay open between uses.
-const sqliteIdleConns = 16
+// sqliteConns is how many SQLite connections a store opens at most, and
+// keeps open between uses. SQLite runs one writer at a time, so more
+// connections only wait on its lock (and poll for it: busy_timeout sleeps
+// in steps of up to 100 ms) where they could wait in database/sql's pool
+// and be handed a connection the moment one is free. Unbounded, a worker
+// parking 20,000 claims opened 23 (docs/performance.md: the bound did not
+// change its memory beyond the runs' noise, nor slow a burst of 5,000
+// escalations).
+const sqliteConns = 8
 
 // openSQLite opens (creating if needed) the store file at path and
 // migrates it while holding an exclusive lock on path.lock: processes
@@ -207,8 +214,10 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 	// two idle connections a worker running many local activities at once
 	// closed and opened connections all the time, 13 % of its CPU in a
 	// burst of escalations (docs/performance.md). So the connections a
-	// burst uses are kept, and closed once idle for a minute.
-	db.SetMaxIdleConns(sqliteIdleConns)
+	// burst uses are kept, and closed once idle for a minute; and there
+	// are no more of them than sqliteConns.
+	db.SetMaxOpenConns(sqliteConns)
+	db.SetMaxIdleConns(sqliteConns)
 	db.SetConnMaxIdleTime(time.Minute)
 	unlock, err := lockFile(path + ".lock")
 	if err != nil {
