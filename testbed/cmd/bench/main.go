@@ -61,6 +61,7 @@ type options struct {
 	ratelimitClaims              int
 	ratelimitWorkers             int
 	surgeMaxP95                  time.Duration
+	surgeRest                    time.Duration
 	inflight                     []int
 	jsonOut, workerBin, temporal string
 	only                         string
@@ -112,6 +113,7 @@ func main() {
 	flag.IntVar(&o.ratelimitTPM, "ratelimit-tpm", 180000, "the ratelimit workload (-only ratelimit): modelsim's tokens per minute, and the workers' shared budget")
 	flag.IntVar(&o.ratelimitClaims, "ratelimit-claims", 150, "the ratelimit workload: claims run at once on the auto path")
 	flag.IntVar(&o.ratelimitWorkers, "ratelimit-workers", 3, "the ratelimit workload: workers sharing the budget")
+	flag.DurationVar(&o.surgeRest, "surge-rest", 150*time.Second, "the surge workload: how long the worker rests, idle and again with the claims parked, before its memory is read a second time (the Go runtime collects garbage at least every two minutes and then returns it to the OS; 0: read once)")
 	flag.DurationVar(&o.surgeMaxP95, "surge-max-p95", 0, "the surge workload fails when the inbox's first page p95 at its last step is above this (0: no check; CI sets it)")
 	flag.Func("inflight", "claims in flight when the worker is SIGKILLed; a comma-separated list runs the kill once per value (default 1000,200)", func(v string) error {
 		o.inflight = nil

@@ -140,11 +140,16 @@ func (r *results) print(w io.Writer) {
 	r.printAnatomy(w)
 	if v, ok := r.Values["surge_inbox_p95_ratio"]; ok {
 		lo, hi := r.Options.surgeBase, r.Options.surge
+		rested := "" // results written before the worker was read at rest
+		if _, ok := r.Values["surge_rss_ratio_rested"]; ok {
+			rested = fmt.Sprintf(", %.1f → %.1f MiB after %.0f s at rest (%+.1f%%)", r.Values["surge_rss_idle_mib_rested"],
+				r.Values["surge_rss_parked_mib_rested"], r.Values["surge_rest_s"], (r.Values["surge_rss_ratio_rested"]-1)*100)
+		}
 		fmt.Fprintf(w, "surge, %d against %d claims waiting: inbox first page p95 %.0f ms against %.0f ms (×%.2f; target < 300 ms, ≤ ×1.5); "+
-			"claimsctl list --status waiting p95 %.0f ms against %.0f ms (×%.2f); worker RSS %.1f → %.1f MiB (%+.1f%%; target ≤ +15%%)\n",
+			"claimsctl list --status waiting p95 %.0f ms against %.0f ms (×%.2f); worker RSS %.1f → %.1f MiB 5 s after the work (%+.1f%%)%s (target ≤ +15%%)\n",
 			hi, lo, r.Values[fmt.Sprintf("surge_%d_inbox_p95_ms", hi)], r.Values[fmt.Sprintf("surge_%d_inbox_p95_ms", lo)], v,
 			r.Values[fmt.Sprintf("surge_%d_list_p95_ms", hi)], r.Values[fmt.Sprintf("surge_%d_list_p95_ms", lo)], r.Values["surge_list_p95_ratio"],
-			r.Values["surge_rss_idle_mib"], r.Values["surge_rss_parked_mib"], (r.Values["surge_rss_ratio"]-1)*100)
+			r.Values["surge_rss_idle_mib"], r.Values["surge_rss_parked_mib"], (r.Values["surge_rss_ratio"]-1)*100, rested)
 	}
 	if v, ok := r.Values["rss_parked_ratio"]; ok {
 		fmt.Fprintf(w, "worker RSS: %.1f MiB idle, %.1f MiB with %.0f claims parked (%+.1f%%; target ≤ +15%%)\n",
