@@ -172,7 +172,8 @@ func openPostgres(ctx context.Context, dsn string) (*Store, error) {
 }
 
 // sqliteConns is how many SQLite connections a store opens at most, and
-// keeps open between uses. SQLite runs one writer at a time, so more
+// keeps open between uses. SQLite runs one writer at a time (readers
+// beside it, under WAL), so past the writer and a few readers more
 // connections only wait on its lock (and poll for it: busy_timeout sleeps
 // in steps of up to 100 ms) where they could wait in database/sql's pool
 // and be handed a connection the moment one is free. Unbounded, a worker

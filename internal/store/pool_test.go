@@ -41,8 +41,9 @@ func TestSQLiteKeepsTheConnectionsABurstUses(t *testing.T) {
 }
 
 // However many callers write at once, a SQLite store opens no more than
-// sqliteConns connections: SQLite runs one writer at a time anyway, and
-// the rest wait in database/sql's pool instead of polling SQLite's lock
+// sqliteConns connections: SQLite runs one writer at a time anyway (and
+// readers beside it), and the rest wait in database/sql's pool instead of
+// polling SQLite's lock
 // (a worker parking 20,000 claims had 23 open).
 func TestSQLiteOpensABoundedNumberOfConnections(t *testing.T) {
 	ctx := context.Background()
