@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -38,8 +39,9 @@ import (
 // by an approver, rejected by the coverage), then a what-if against
 // modelsim answering differently for a known subset, its process killed
 // midway and run again: the report names exactly that subset with the
-// right deltas, the dangerous rows first; no candidate call is made twice
-// except one a kill interrupted; and stripesim's transfers, the mail spool,
+// right deltas, the dangerous rows first; no candidate call is made after
+// the history recorded its answer (only a later attempt of an activity the
+// kill or a failure cut off asks again); and stripesim's transfers, the mail spool,
 // the blob store and every table of the claims store are unchanged byte for
 // byte. A what-if with the current model and policy changes nothing.
 func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
@@ -127,26 +129,16 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 	var log lockedBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
+	started := time.Now()
 	var killedAt whatif.Progress
 	require.Eventually(t, func() bool {
 		killedAt = w.whatIfProgress("whatif-e2e")
 		return killedAt.Done() >= 15
 	}, 2*time.Minute, 20*time.Millisecond, log.String())
-	answeredBefore := answered(sim.Calls())
 	killAt := time.Now()
 	require.NoError(t, cmd.Process.Kill())
 	_ = cmd.Wait()
 	require.Less(t, killedAt.Done(), len(ids), "the kill came before the end")
-	// A call may be asked again only if the kill could have cut it off
-	// before the server recorded its answer: still being answered, or
-	// answered moments before (the answer on its way back, the activity's
-	// completion not yet at the server). Two seconds is generous under -race.
-	inFlight := map[string]int{}
-	for _, c := range sim.Calls() {
-		if !answeredBefore[c.N] || c.At.Add(c.Waited).After(killAt.Add(-2*time.Second)) {
-			inFlight[callKey(c)]++
-		}
-	}
 
 	stdout, err := testenv.RunStdout(t, env, filepath.Join(w.bin, "claimsctl"), args...)
 	require.NoError(t, err, stdout)
@@ -213,16 +205,33 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		assert.Positive(t, r.Now.Usage.CostMicros, r.ClaimID)
 	}
 
-	// Each candidate call was made once: a call repeats only if the kill
-	// may have cut its answer off.
+	// No candidate call was made after the history recorded its answer:
+	// a call repeats only in a later attempt of its activity (the kill cut
+	// the attempt off, or it failed or timed out before its completion
+	// reached the server), so never more often than the attempts the
+	// history counts, and never after the completion.
+	recorded := map[string]recordedCall{}
+	for _, id := range ids {
+		maps.Copy(recorded, w.recordedCalls(whatif.ClaimRunID("whatif-e2e", id)))
+	}
 	calls := map[string]int{}
+	var repeated int
 	for _, c := range sim.Calls() {
 		require.NotEmpty(t, c.ClaimID)
 		require.Contains(t, ids, c.ClaimID)
-		calls[callKey(c)]++
+		key := callKey(c)
+		calls[key]++
+		r, ok := recorded[key]
+		if !assert.True(t, ok, "%s: a call no activity of the history recorded", key) {
+			continue
+		}
+		assert.True(t, c.At.Before(r.completed), "%s: asked at %s, after its answer was recorded at %s", key, c.At.Format(time.StampMicro), r.completed.Format(time.StampMicro))
 	}
 	for key, n := range calls {
-		assert.LessOrEqual(t, n, 1+inFlight[key], "%s: asked again after its answer was recorded", key)
+		assert.LessOrEqual(t, int32(n), recorded[key].attempt, "%s: asked %d times in %d attempts", key, n, recorded[key].attempt)
+		if n > 1 {
+			repeated++
+		}
 	}
 	perClaim := map[string]int{}
 	for key := range calls {
@@ -235,7 +244,7 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		}
 		assert.Equal(t, wantCalls, perClaim[id], "%s: the candidate's distinct calls", id)
 	}
-	t.Logf("killed at %d/%d done; %d calls in flight or just answered at the kill; %d calls in all", killedAt.Done(), len(ids), len(inFlight), len(sim.Calls()))
+	t.Logf("killed at %d/%d done, %s after the start; %d calls asked again in a later attempt; %d calls in all", killedAt.Done(), len(ids), killAt.Sub(started).Round(time.Millisecond), repeated, len(sim.Calls()))
 
 	// The report's files.
 	for _, f := range []string{"report.md", "report.json", "payout-deltas.svg"} {
@@ -354,14 +363,48 @@ func (w *world) rogueWhatIf(id, queue string, calls ...rogueCall) []rogueAnswer 
 
 // callKey names one candidate call: the claim, the kind, and how far its
 // conversation was (which triage turn).
-func callKey(c modelsim.Call) string { return fmt.Sprintf("%s %s %d", c.ClaimID, c.Kind, c.Messages) }
+// A claim has one assessment, whatever its conversation.
+func callKey(c modelsim.Call) string {
+	if c.Kind == "assessment" {
+		return c.ClaimID + " assessment"
+	}
+	return fmt.Sprintf("%s %s %d", c.ClaimID, c.Kind, c.Messages)
+}
 
-// answered is the set of calls that had been answered.
-func answered(calls []modelsim.Call) map[int]bool {
-	out := map[int]bool{}
-	for _, c := range calls {
-		if c.Answered != "" {
-			out[c.N] = true
+// recordedCall is a candidate call as its what-if claim's history recorded
+// it: when its activity's completion reached the server, and in which
+// attempt.
+type recordedCall struct {
+	completed time.Time
+	attempt   int32
+}
+
+// recordedCalls reads a what-if claim's history: each completed Turn or
+// Assess activity, by the callKey of the call it made (a turn's
+// conversation is the system prompt, the claim and the messages before it).
+func (w *world) recordedCalls(runID string) map[string]recordedCall {
+	claimID := runID[strings.Index(runID, "/")+1:]
+	keys, attempts := map[int64]string{}, map[int64]int32{}
+	out := map[string]recordedCall{}
+	it := w.client.GetWorkflowHistory(context.Background(), runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(w.t, err)
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
+			switch a.GetActivityType().GetName() {
+			case "Turn":
+				var in whatif.TurnInput
+				require.NoError(w.t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
+				keys[e.GetEventId()] = fmt.Sprintf("%s triage %d", claimID, 2+len(in.Messages))
+			case "Assess":
+				keys[e.GetEventId()] = claimID + " assessment"
+			}
+		}
+		if a := e.GetActivityTaskStartedEventAttributes(); a != nil {
+			attempts[a.GetScheduledEventId()] = a.GetAttempt()
+		}
+		if a := e.GetActivityTaskCompletedEventAttributes(); a != nil && keys[a.GetScheduledEventId()] != "" {
+			out[keys[a.GetScheduledEventId()]] = recordedCall{completed: e.GetEventTime().AsTime(), attempt: attempts[a.GetScheduledEventId()]}
 		}
 	}
 	return out
