@@ -2,7 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +75,55 @@ func TestAParkedClaimWhoseWorkerDiedResumesWithoutAStickyTimeout(t *testing.T) {
 	assert.Empty(t, timedOut, "workflow tasks timed out")
 	assert.Less(t, started.Sub(fired), time.Second, "the reminder's task started %s after its timer fired", started.Sub(fired))
 	assert.Equal(t, 1, worker.Kills())
+}
+
+// workflowCoroutines counts the goroutines a worker runs workflow code on
+// (the SDK creates each with NewCoroutine), read from its goroutine dump.
+func workflowCoroutines(t *testing.T, addr string) int {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=2")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	return strings.Count(string(body), "created by go.temporal.io/sdk/internal.(*dispatcherImpl).NewCoroutine")
+}
+
+// A parked claim leaves the worker's memory too: the SDK would keep it in
+// its workflow cache (128 runs) until newer runs push it out, its
+// coroutines and state held for a task that, with the sticky queue given
+// up, comes with the whole history and is replayed from it anyway. In a
+// catastrophe week the cache is full of parked claims (~125 KiB each) and
+// the claims being worked lose their place to them.
+func TestAParkedClaimLeavesTheWorkersCache(t *testing.T) {
+	w := newWorld(t)
+	addr := freePort(t)
+	worker := testenv.Supervise(t, append(slices.Clone(w.env), "METRICS_ADDR="+addr), filepath.Join(w.bin, "worker"))
+	defer worker.Stop()
+	var files, ids []string
+	for i := range 12 {
+		id := fmt.Sprintf("claim-e2e-evict-%02d", i)
+		ids, files = append(ids, id), append(files, w.claimFile(id, "1840.00"))
+	}
+	w.start(files...)
+	for _, id := range ids {
+		w.waitStatus(id, workflows.StatusWaiting)
+	}
+	var n int
+	assert.Eventually(t, func() bool {
+		n = workflowCoroutines(t, addr)
+		return n == 0
+	}, 10*time.Second, 100*time.Millisecond, "12 claims waiting for an adjuster: the worker still runs their workflow code")
+	t.Logf("workflow coroutines with 12 claims parked: %d", n)
+
+	// Released, not lost: a decision resumes the claim from its history.
+	w.approve(ids[0], "adjuster-17")
+	require.Equal(t, workflows.StatusPaid, w.result(ids[0]).Status)
+	for _, id := range ids {
+		for _, e := range w.events(id) {
+			assert.NotContains(t, []enumspb.EventType{enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT},
+				e.GetEventType(), "%s: event %d", id, e.GetEventId())
+		}
+	}
+	assert.NotContains(t, worker.Output(), "Task processing failed", "the release is not a failure")
 }

@@ -127,14 +127,16 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 		}
 		defer stop()
 	}
-	// A claim parked on a long timer gives up this worker's sticky queue:
-	// when the timer fires, any worker takes it at once (worker/parked).
+	// A claim parked on a long timer gives up this worker's sticky queue
+	// and its cache: when the timer fires, any worker takes it at once
+	// (worker/parked). Its interceptor must be the outermost.
 	release, err := config.Duration("STICKY_RELEASE_AFTER", parked.DefaultAfter)
 	if err != nil {
 		return err
 	}
 	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
-		config.WithDialOptions(grpc.WithChainUnaryInterceptor(parked.Interceptor(release))))
+		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release))),
+		func(o *client.Options) { o.Logger = parked.Logger(o.Logger) })
 	if err != nil {
 		return err
 	}

@@ -20,18 +20,36 @@
 // no activity, child or other work whose result comes back soon. The
 // server then sends the run's next task to the shared queue, with its full
 // history, for whichever worker polls first. It changes only where a task
-// is delivered, never what the workflow does: a worker that still holds
-// the run in its cache replays it from the history the task carries.
+// is delivered, never what the workflow does.
+//
+// Once the server has accepted such a completion, the run's copy in the
+// worker's cache is dead weight: its next task carries the whole history,
+// and the SDK discards a cached run whose task starts at the first event
+// and replays it (GetOrCreateWorkflowContext). Until newer runs push it
+// out of the cache it holds its coroutines and state (~125 KiB a claim,
+// docs/performance.md), and in a catastrophe week the cache is all parked
+// claims while the claims being worked are the ones pushed out. The Go SDK
+// drops one run from its cache only when the completion fails (1.51 has no
+// other per-run eviction), so Interceptor answers the SDK ErrReleased for
+// a parking completion the server accepted. The SDK then evicts the run
+// and logs the error; Logger keeps that log at debug level.
 package parked
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/log"
 	"google.golang.org/grpc"
 )
+
+// ErrReleased is what Interceptor answers the SDK for the completion of a
+// task that parked its run, once the server accepted it: the SDK drops a
+// run from its cache when its completion fails. Nothing failed.
+var ErrReleased = errors.New("parked: the server accepted the completion; the run leaves this worker's cache until its timer fires")
 
 // DefaultAfter is STICKY_RELEASE_AFTER's default: a run that will sleep at
 // least this long is parked. Shorter than the approval wait's first
@@ -43,15 +61,72 @@ const DefaultAfter = 30 * time.Second
 
 // Interceptor is a gRPC client interceptor for the worker's connection to
 // the frontend: completions of workflow tasks that park their run for at
-// least after go without sticky attributes. after ≤ 0 keeps every run
-// sticky (the SDK's behaviour).
+// least after go without sticky attributes, and once accepted are answered
+// ErrReleased so the SDK drops the run from its cache; unless the server
+// handed back the run's next task in its answer (a signal came in
+// meanwhile), which the SDK must go on to run. after ≤ 0 keeps every run
+// sticky and cached (the SDK's behaviour).
+//
+// It must be the connection's outermost interceptor (grpc.WithUnaryInterceptor,
+// not a chained one): it answers after the SDK's retries, and the SDK's
+// metrics and error translation never see ErrReleased.
 func Interceptor(after time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if r, ok := req.(*workflowservice.RespondWorkflowTaskCompletedRequest); ok && after > 0 && Parks(r, after) {
-			r.StickyAttributes = nil
+		r, ok := req.(*workflowservice.RespondWorkflowTaskCompletedRequest)
+		if !ok || after <= 0 || !Parks(r, after) {
+			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		r.StickyAttributes = nil
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		if resp, ok := reply.(*workflowservice.RespondWorkflowTaskCompletedResponse); ok && resp.GetWorkflowTask() == nil && len(resp.GetActivityTasks()) == 0 {
+			return ErrReleased
+		}
+		return nil
 	}
+}
+
+// Logger passes l the SDK's logs, those that report ErrReleased at debug
+// level: the SDK logs every failed completion, and a release is not one.
+func Logger(l log.Logger) log.Logger { return quiet{l} }
+
+type quiet struct{ log.Logger }
+
+func (q quiet) Info(msg string, keyvals ...any) {
+	if released(keyvals) {
+		q.Logger.Debug(msg, keyvals...)
+		return
+	}
+	q.Logger.Info(msg, keyvals...)
+}
+
+func (q quiet) Warn(msg string, keyvals ...any) {
+	if released(keyvals) {
+		q.Logger.Debug(msg, keyvals...)
+		return
+	}
+	q.Logger.Warn(msg, keyvals...)
+}
+
+func (q quiet) Error(msg string, keyvals ...any) {
+	if released(keyvals) {
+		q.Logger.Debug(msg, keyvals...)
+		return
+	}
+	q.Logger.Error(msg, keyvals...)
+}
+
+// With keeps the filter on a logger with fields.
+func (q quiet) With(keyvals ...any) log.Logger { return quiet{log.With(q.Logger, keyvals...)} }
+
+func released(keyvals []any) bool {
+	for _, v := range keyvals {
+		if err, ok := v.(error); ok && errors.Is(err, ErrReleased) {
+			return true
+		}
+	}
+	return false
 }
 
 // Parks says whether completing a workflow task with r leaves its run

@@ -2,6 +2,8 @@ package parked
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/log"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -49,31 +52,82 @@ func TestParks(t *testing.T) {
 }
 
 // The interceptor drops the sticky attributes of a parking completion and
-// of nothing else, and passes every call on.
+// of nothing else, passes every call on, and answers ErrReleased for a
+// parking completion the server accepted without handing back a task.
 func TestInterceptor(t *testing.T) {
 	sticky := func() *taskqueuepb.StickyExecutionAttributes {
 		return &taskqueuepb.StickyExecutionAttributes{WorkerTaskQueue: &taskqueuepb.TaskQueue{Name: "host:sticky"},
 			ScheduleToStartTimeout: durationpb.New(2 * time.Second)}
 	}
-	var sent []any
-	invoke := func(_ context.Context, _ string, req, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-		sent = append(sent, req)
-		return nil
+	parking := func() *workflowservice.RespondWorkflowTaskCompletedRequest {
+		return &workflowservice.RespondWorkflowTaskCompletedRequest{Commands: []*commandpb.Command{timer(time.Hour)}, StickyAttributes: sticky()}
 	}
-	parking := &workflowservice.RespondWorkflowTaskCompletedRequest{Commands: []*commandpb.Command{timer(time.Hour)}, StickyAttributes: sticky()}
+	var sent []any
+	var answer error
+	var next *workflowservice.PollWorkflowTaskQueueResponse
+	invoke := func(_ context.Context, _ string, req, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		sent = append(sent, req)
+		if r, ok := reply.(*workflowservice.RespondWorkflowTaskCompletedResponse); ok && answer == nil {
+			r.WorkflowTask = next
+		}
+		return answer
+	}
+	call := func(i grpc.UnaryClientInterceptor, req any) error {
+		var reply any = &workflowservice.RespondWorkflowTaskCompletedResponse{}
+		if _, ok := req.(*workflowservice.PollWorkflowTaskQueueRequest); ok {
+			reply = &workflowservice.PollWorkflowTaskQueueResponse{}
+		}
+		return i(context.Background(), "/m", req, reply, nil, invoke)
+	}
+	i := Interceptor(DefaultAfter)
+
+	parked := parking()
+	assert.ErrorIs(t, call(i, parked), ErrReleased, "an accepted parking completion: the SDK must drop the run")
+	assert.Nil(t, parked.GetStickyAttributes(), "a parked run stays sticky")
+
 	working := &workflowservice.RespondWorkflowTaskCompletedRequest{
 		Commands: []*commandpb.Command{command(enumspb.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK)}, StickyAttributes: sticky()}
-	other := &workflowservice.PollWorkflowTaskQueueRequest{}
-
-	i := Interceptor(DefaultAfter)
-	for _, req := range []any{parking, working, other} {
-		require.NoError(t, i(context.Background(), "/m", req, nil, nil, invoke))
-	}
-	assert.Equal(t, []any{parking, working, other}, sent)
-	assert.Nil(t, parking.GetStickyAttributes(), "a parked run stays sticky")
+	require.NoError(t, call(i, working))
 	assert.NotNil(t, working.GetStickyAttributes(), "a working run lost its sticky queue")
+	other := &workflowservice.PollWorkflowTaskQueueRequest{}
+	require.NoError(t, call(i, other))
+	assert.Equal(t, []any{parked, working, other}, sent, "every call goes on, once")
 
-	off := &workflowservice.RespondWorkflowTaskCompletedRequest{Commands: []*commandpb.Command{timer(time.Hour)}, StickyAttributes: sticky()}
-	require.NoError(t, Interceptor(0)(context.Background(), "/m", off, nil, nil, invoke))
+	next = &workflowservice.PollWorkflowTaskQueueResponse{TaskToken: []byte("t")}
+	handedBack := parking()
+	require.NoError(t, call(i, handedBack), "the server handed back the run's next task: the SDK must run it")
+	assert.Nil(t, handedBack.GetStickyAttributes())
+	next = nil
+
+	answer = errors.New("unavailable")
+	assert.Equal(t, answer, call(i, parking()), "a completion the server refused is the SDK's to handle")
+	answer = nil
+
+	off := parking()
+	require.NoError(t, call(Interceptor(0), off))
 	assert.NotNil(t, off.GetStickyAttributes(), "STICKY_RELEASE_AFTER=0 still released a run")
+}
+
+type record struct{ level, msg string }
+
+type recorder struct{ logs *[]record }
+
+func (r recorder) Debug(msg string, _ ...any) { *r.logs = append(*r.logs, record{"debug", msg}) }
+func (r recorder) Info(msg string, _ ...any)  { *r.logs = append(*r.logs, record{"info", msg}) }
+func (r recorder) Warn(msg string, _ ...any)  { *r.logs = append(*r.logs, record{"warn", msg}) }
+func (r recorder) Error(msg string, _ ...any) { *r.logs = append(*r.logs, record{"error", msg}) }
+
+// Logger lowers the SDK's report of a release to debug level, and nothing
+// else, with or without fields.
+func TestLogger(t *testing.T) {
+	var logs []record
+	l := Logger(recorder{&logs})
+	l.Info("Task processing failed with error", "Error", ErrReleased)
+	l.Warn("wrapped", "Error", fmt.Errorf("respond: %w", ErrReleased))
+	l.Info("Task processing failed with error", "Error", errors.New("unavailable"))
+	l.Error("other", "Error", errors.New("boom"))
+	log.With(l, "Namespace", "default").Info("with fields", "Error", ErrReleased)
+	log.With(l, "Namespace", "default").Warn("with fields, not released")
+	assert.Equal(t, []record{{"debug", "Task processing failed with error"}, {"debug", "wrapped"},
+		{"info", "Task processing failed with error"}, {"error", "other"}, {"debug", "with fields"}, {"warn", "with fields, not released"}}, logs)
 }
