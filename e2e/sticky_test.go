@@ -79,14 +79,17 @@ func TestAParkedClaimWhoseWorkerDiedResumesWithoutAStickyTimeout(t *testing.T) {
 
 // workflowCoroutines counts the goroutines a worker runs workflow code on
 // (the SDK creates each with NewCoroutine), read from its goroutine dump.
-func workflowCoroutines(t *testing.T, addr string) int {
+func workflowCoroutines(addr string) (int, error) {
 	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=2")
-	require.NoError(t, err)
+	if err != nil {
+		return 0, err
+	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	return strings.Count(string(body), "created by go.temporal.io/sdk/internal.(*dispatcherImpl).NewCoroutine")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("goroutine dump: %d %s %v", resp.StatusCode, body, err)
+	}
+	return strings.Count(string(body), "created by go.temporal.io/sdk/internal.(*dispatcherImpl).NewCoroutine"), nil
 }
 
 // A parked claim leaves the worker's memory too: the SDK would keep it in
@@ -100,6 +103,24 @@ func TestAParkedClaimLeavesTheWorkersCache(t *testing.T) {
 	addr := freePort(t)
 	worker := testenv.Supervise(t, append(slices.Clone(w.env), "METRICS_ADDR="+addr), filepath.Join(w.bin, "worker"))
 	defer worker.Stop()
+
+	// While the claims are worked, the dump shows their coroutines: the
+	// count below can see them.
+	most, watching := 0, make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-watching:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if n, err := workflowCoroutines(addr); err == nil {
+				most = max(most, n)
+			}
+		}
+	}()
 	var files, ids []string
 	for i := range 12 {
 		id := fmt.Sprintf("claim-e2e-evict-%02d", i)
@@ -109,12 +130,17 @@ func TestAParkedClaimLeavesTheWorkersCache(t *testing.T) {
 	for _, id := range ids {
 		w.waitStatus(id, workflows.StatusWaiting)
 	}
-	var n int
+	close(watching)
+	<-watched
+	assert.GreaterOrEqual(t, most, 2, "the goroutine dump never showed a claim's coroutines while it was worked")
+
+	n, err := -1, error(nil)
 	assert.Eventually(t, func() bool {
-		n = workflowCoroutines(t, addr)
-		return n == 0
+		n, err = workflowCoroutines(addr)
+		return err == nil && n == 0
 	}, 10*time.Second, 100*time.Millisecond, "12 claims waiting for an adjuster: the worker still runs their workflow code")
-	t.Logf("workflow coroutines with 12 claims parked: %d", n)
+	t.Logf("workflow coroutines: at most %d while the claims were worked, %d with the 12 parked (%v)", most, n, err)
+	assert.Equal(t, 12.0, value(scrape(t, addr), "temporal_sticky_cache_forced_eviction_total", ""), "one release a parked claim")
 
 	// Released, not lost: a decision resumes the claim from its history.
 	w.approve(ids[0], "adjuster-17")

@@ -73,14 +73,16 @@ const DefaultAfter = 30 * time.Second
 func Interceptor(after time.Duration) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		r, ok := req.(*workflowservice.RespondWorkflowTaskCompletedRequest)
-		if !ok || after <= 0 || !Parks(r, after) {
+		// A page of a completion split in pages (over ~3.5 MiB) is not the
+		// completion: an error on one would stop the SDK sending the rest.
+		if !ok || after <= 0 || r.GetIntermediatePage() || r.GetPageNumber() > 0 || !Parks(r, after) {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
 		r.StickyAttributes = nil
 		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 			return err
 		}
-		if resp, ok := reply.(*workflowservice.RespondWorkflowTaskCompletedResponse); ok && resp.GetWorkflowTask() == nil && len(resp.GetActivityTasks()) == 0 {
+		if resp, ok := reply.(*workflowservice.RespondWorkflowTaskCompletedResponse); ok && resp.GetWorkflowTask() == nil {
 			return ErrReleased
 		}
 		return nil
@@ -132,8 +134,13 @@ func released(keyvals []any) bool {
 // Parks says whether completing a workflow task with r leaves its run
 // asleep for at least after: r starts a timer that long and nothing whose
 // answer would wake the run sooner (an activity, a child workflow, a
-// signal or cancellation sent to another run, a Nexus operation), and does
-// not ask for another task at once.
+// signal or cancellation sent to another run, a Nexus operation), does not
+// end the run, and does not ask for another task at once.
+//
+// It sees one completion. A later task of the same wait that starts no
+// timer (a signal refused, say, whose record is an activity) leaves the
+// run sticky and cached again until the wait ends: correct, only not
+// released.
 func Parks(r *workflowservice.RespondWorkflowTaskCompletedRequest, after time.Duration) bool {
 	if r.GetForceCreateNewWorkflowTask() {
 		return false
@@ -150,7 +157,13 @@ func Parks(r *workflowservice.RespondWorkflowTaskCompletedRequest, after time.Du
 			enumspb.COMMAND_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION,
 			enumspb.COMMAND_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION,
 			enumspb.COMMAND_TYPE_SCHEDULE_NEXUS_OPERATION,
-			enumspb.COMMAND_TYPE_REQUEST_CANCEL_NEXUS_OPERATION:
+			enumspb.COMMAND_TYPE_REQUEST_CANCEL_NEXUS_OPERATION,
+			// The run ends: the SDK drops it from its cache itself, and
+			// counts its end only when the completion succeeds.
+			enumspb.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+			enumspb.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION,
+			enumspb.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION,
+			enumspb.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION:
 			return false
 		}
 	}

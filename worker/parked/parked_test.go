@@ -43,6 +43,10 @@ func TestParks(t *testing.T) {
 		"a deadline while a local activity runs":      {[]*commandpb.Command{timer(time.Hour)}, true, false},
 		"nothing new (a signal that changed nothing)": {nil, false, false},
 		"the run ends":                                {[]*commandpb.Command{command(enumspb.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION)}, false, false},
+		"a deadline and the run ends":                 {[]*commandpb.Command{timer(time.Hour), command(enumspb.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION)}, false, false},
+		"a deadline and the run fails":                {[]*commandpb.Command{timer(time.Hour), command(enumspb.COMMAND_TYPE_FAIL_WORKFLOW_EXECUTION)}, false, false},
+		"a deadline and the run is cancelled":         {[]*commandpb.Command{timer(time.Hour), command(enumspb.COMMAND_TYPE_CANCEL_WORKFLOW_EXECUTION)}, false, false},
+		"a deadline and a new run":                    {[]*commandpb.Command{timer(time.Hour), command(enumspb.COMMAND_TYPE_CONTINUE_AS_NEW_WORKFLOW_EXECUTION)}, false, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := &workflowservice.RespondWorkflowTaskCompletedRequest{Commands: c.commands, ForceCreateNewWorkflowTask: c.force}
@@ -99,6 +103,18 @@ func TestInterceptor(t *testing.T) {
 	assert.Nil(t, handedBack.GetStickyAttributes())
 	next = nil
 
+	// A completion over ~3.5 MiB goes in pages; a page that happens to
+	// hold only the deadline is not the completion, and an error on it
+	// would stop the SDK sending the rest.
+	for _, page := range []*workflowservice.RespondWorkflowTaskCompletedRequest{
+		{Commands: []*commandpb.Command{timer(time.Hour)}, IntermediatePage: true, StickyAttributes: sticky()},
+		{Commands: []*commandpb.Command{timer(time.Hour)}, IntermediatePage: true, PageNumber: 1, StickyAttributes: sticky()},
+		{PageNumber: 2, StickyAttributes: sticky()},
+	} {
+		require.NoError(t, call(i, page), "page %d", page.GetPageNumber())
+		assert.NotNil(t, page.GetStickyAttributes(), "page %d", page.GetPageNumber())
+	}
+
 	answer = errors.New("unavailable")
 	assert.Equal(t, answer, call(i, parking()), "a completion the server refused is the SDK's to handle")
 	answer = nil
@@ -108,26 +124,40 @@ func TestInterceptor(t *testing.T) {
 	assert.NotNil(t, off.GetStickyAttributes(), "STICKY_RELEASE_AFTER=0 still released a run")
 }
 
-type record struct{ level, msg string }
+type record struct {
+	level, msg string
+	keyvals    []any
+}
 
 type recorder struct{ logs *[]record }
 
-func (r recorder) Debug(msg string, _ ...any) { *r.logs = append(*r.logs, record{"debug", msg}) }
-func (r recorder) Info(msg string, _ ...any)  { *r.logs = append(*r.logs, record{"info", msg}) }
-func (r recorder) Warn(msg string, _ ...any)  { *r.logs = append(*r.logs, record{"warn", msg}) }
-func (r recorder) Error(msg string, _ ...any) { *r.logs = append(*r.logs, record{"error", msg}) }
+func (r recorder) Debug(msg string, kv ...any) { *r.logs = append(*r.logs, record{"debug", msg, kv}) }
+func (r recorder) Info(msg string, kv ...any)  { *r.logs = append(*r.logs, record{"info", msg, kv}) }
+func (r recorder) Warn(msg string, kv ...any)  { *r.logs = append(*r.logs, record{"warn", msg, kv}) }
+func (r recorder) Error(msg string, kv ...any) { *r.logs = append(*r.logs, record{"error", msg, kv}) }
 
 // Logger lowers the SDK's report of a release to debug level, and nothing
 // else, with or without fields.
 func TestLogger(t *testing.T) {
 	var logs []record
 	l := Logger(recorder{&logs})
+	wrapped := fmt.Errorf("respond: %w", ErrReleased)
+	other := errors.New("unavailable")
 	l.Info("Task processing failed with error", "Error", ErrReleased)
-	l.Warn("wrapped", "Error", fmt.Errorf("respond: %w", ErrReleased))
-	l.Info("Task processing failed with error", "Error", errors.New("unavailable"))
-	l.Error("other", "Error", errors.New("boom"))
-	log.With(l, "Namespace", "default").Info("with fields", "Error", ErrReleased)
-	log.With(l, "Namespace", "default").Warn("with fields, not released")
-	assert.Equal(t, []record{{"debug", "Task processing failed with error"}, {"debug", "wrapped"},
-		{"info", "Task processing failed with error"}, {"error", "other"}, {"debug", "with fields"}, {"warn", "with fields, not released"}}, logs)
+	l.Warn("wrapped", "Error", wrapped)
+	l.Info("Task processing failed with error", "Error", other)
+	l.Error("other", "Error", other)
+	withFields := log.With(l, "Namespace", "default")
+	_, filtered := withFields.(quiet)
+	assert.True(t, filtered, "log.With dropped the filter")
+	withFields.Info("with fields", "Error", ErrReleased)
+	withFields.Warn("with fields, not released")
+	assert.Equal(t, []record{
+		{"debug", "Task processing failed with error", []any{"Error", ErrReleased}},
+		{"debug", "wrapped", []any{"Error", wrapped}},
+		{"info", "Task processing failed with error", []any{"Error", other}},
+		{"error", "other", []any{"Error", other}},
+		{"debug", "with fields", []any{"Namespace", "default", "Error", ErrReleased}},
+		{"warn", "with fields, not released", []any{"Namespace", "default"}},
+	}, logs)
 }
