@@ -138,7 +138,8 @@ var (
 	temporalCounters = []string{"temporal_workflow_completed_total", "temporal_workflow_failed_total",
 		"temporal_workflow_canceled_total", "temporal_workflow_continue_as_new_total",
 		"temporal_activity_execution_failed_total", "temporal_workflow_task_execution_failed_total",
-		"temporal_request_failure_total", "temporal_long_request_failure_total"}
+		"temporal_request_failure_total", "temporal_long_request_failure_total",
+		"temporal_sticky_cache_forced_eviction_total"}
 	temporalGauges = []string{"temporal_sticky_cache_size", "temporal_worker_task_slots_available",
 		"temporal_worker_task_slots_used", "temporal_num_pollers"}
 	temporalHistograms = []string{"temporal_activity_execution_latency_seconds", "temporal_activity_schedule_to_start_latency_seconds",
