@@ -386,10 +386,7 @@ func (w *world) recordedCalls(runID string) map[string]recordedCall {
 	claimID := runID[strings.Index(runID, "/")+1:]
 	keys, attempts := map[int64]string{}, map[int64]int32{}
 	out := map[string]recordedCall{}
-	it := w.client.GetWorkflowHistory(context.Background(), runID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(w.t, err)
+	for _, e := range w.events(runID) {
 		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil {
 			switch a.GetActivityType().GetName() {
 			case "Turn":

@@ -95,41 +95,22 @@ func Logger(l log.Logger) log.Logger { return quiet{l} }
 
 type quiet struct{ log.Logger }
 
-func (q quiet) Info(msg string, keyvals ...any) {
-	if released(keyvals) {
-		q.Logger.Debug(msg, keyvals...)
-		return
-	}
-	q.Logger.Info(msg, keyvals...)
-}
+func (q quiet) Info(msg string, keyvals ...any)  { q.or(q.Logger.Info, keyvals)(msg, keyvals...) }
+func (q quiet) Warn(msg string, keyvals ...any)  { q.or(q.Logger.Warn, keyvals)(msg, keyvals...) }
+func (q quiet) Error(msg string, keyvals ...any) { q.or(q.Logger.Error, keyvals)(msg, keyvals...) }
 
-func (q quiet) Warn(msg string, keyvals ...any) {
-	if released(keyvals) {
-		q.Logger.Debug(msg, keyvals...)
-		return
+// or is level, or Debug when the log reports ErrReleased.
+func (q quiet) or(level func(string, ...any), keyvals []any) func(string, ...any) {
+	for _, v := range keyvals {
+		if err, ok := v.(error); ok && errors.Is(err, ErrReleased) {
+			return q.Logger.Debug
+		}
 	}
-	q.Logger.Warn(msg, keyvals...)
-}
-
-func (q quiet) Error(msg string, keyvals ...any) {
-	if released(keyvals) {
-		q.Logger.Debug(msg, keyvals...)
-		return
-	}
-	q.Logger.Error(msg, keyvals...)
+	return level
 }
 
 // With keeps the filter on a logger with fields.
 func (q quiet) With(keyvals ...any) log.Logger { return quiet{log.With(q.Logger, keyvals...)} }
-
-func released(keyvals []any) bool {
-	for _, v := range keyvals {
-		if err, ok := v.(error); ok && errors.Is(err, ErrReleased) {
-			return true
-		}
-	}
-	return false
-}
 
 // Parks says whether completing a workflow task with r leaves its run
 // asleep for at least after: r starts a timer that long and nothing whose
