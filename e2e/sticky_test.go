@@ -121,15 +121,7 @@ func TestAParkedClaimLeavesTheWorkersCache(t *testing.T) {
 			}
 		}
 	}()
-	var files, ids []string
-	for i := range 12 {
-		id := fmt.Sprintf("claim-e2e-evict-%02d", i)
-		ids, files = append(ids, id), append(files, w.claimFile(id, "1840.00"))
-	}
-	w.start(files...)
-	for _, id := range ids {
-		w.waitStatus(id, workflows.StatusWaiting)
-	}
+	ids := w.park("claim-e2e-evict-", 12)
 	close(watching)
 	<-watched
 	assert.GreaterOrEqual(t, most, 2, "the goroutine dump never showed a claim's coroutines while it was worked")
@@ -152,4 +144,52 @@ func TestAParkedClaimLeavesTheWorkersCache(t *testing.T) {
 		}
 	}
 	assert.NotContains(t, worker.Output(), "Task processing failed", "the release is not a failure")
+}
+
+// The catastrophe week's settings (docs/operations.md) put every workflow
+// task of a claim on the shared queue, where task priority orders a
+// decision ahead of a surge's intake, and bound the tasks the worker takes
+// at once so that the rest wait there. A claim still runs to its payment.
+func TestTheCatastropheSettingsRunOneQueueWithBoundedSlots(t *testing.T) {
+	w := newWorld(t)
+	addr := freePort(t)
+	worker := testenv.Supervise(t, append(slices.Clone(w.env), "METRICS_ADDR="+addr,
+		"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=128"), filepath.Join(w.bin, "worker"))
+	defer worker.Stop()
+
+	ids := w.park("claim-e2e-week-", 3)
+	w.approve(ids[0], "adjuster-17")
+	require.Equal(t, workflows.StatusPaid, w.result(ids[0]).Status)
+
+	assert.Eventually(t, func() bool {
+		return value(scrape(t, addr), "temporal_worker_task_slots_available", `worker_type="WorkflowWorker"`) == 128
+	}, 10*time.Second, 100*time.Millisecond, "idle, the worker offers the 128 workflow task slots it was given")
+	for _, id := range ids {
+		tasks := 0
+		for _, e := range w.events(id) {
+			assert.NotContains(t, []enumspb.EventType{enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT},
+				e.GetEventType(), "%s: event %d", id, e.GetEventId())
+			if a := e.GetWorkflowTaskScheduledEventAttributes(); a != nil {
+				tasks++
+				assert.Equal(t, enumspb.TASK_QUEUE_KIND_NORMAL, a.GetTaskQueue().GetKind(), "%s: workflow task %d went to a worker's sticky queue", id, e.GetEventId())
+			}
+		}
+		assert.GreaterOrEqual(t, tasks, 2, "%s: its workflow tasks", id)
+	}
+	assert.NotContains(t, worker.Output(), "Task processing failed")
+}
+
+// park starts n claims above the auto-approve limit, named prefix and a
+// number, and waits until each is waiting for an adjuster.
+func (w *world) park(prefix string, n int) []string {
+	var files, ids []string
+	for i := range n {
+		id := fmt.Sprintf("%s%02d", prefix, i)
+		ids, files = append(ids, id), append(files, w.claimFile(id, "1840.00"))
+	}
+	w.start(files...)
+	for _, id := range ids {
+		w.waitStatus(id, workflows.StatusWaiting)
+	}
+	return ids
 }

@@ -22,7 +22,17 @@ const DefaultWorkflowCacheSize = 128
 // Tune applies the worker settings every worker process in this project
 // shares (bin/worker and the benchmark's yardstick worker, so the two
 // compare like for like): the process-wide workflow cache from
-// WORKFLOW_CACHE_SIZE, and pollers from WORKER_POLLERS into opts.
+// WORKFLOW_CACHE_SIZE, and the workflow task slots and pollers from
+// WORKFLOW_TASK_SLOTS and WORKER_POLLERS into opts.
+//
+// WORKFLOW_TASK_SLOTS bounds the workflow tasks the worker runs at once (a
+// task waiting on a local activity, such as a triage turn's model call,
+// holds its slot): 0, the default, leaves the SDK's 1,000. A worker that
+// takes fewer leaves the rest waiting in the server's queue, where task
+// priority orders them; with a thousand it takes each the moment it is
+// there, and the rest wait for its CPU and the server's database, which
+// serve in arrival order. docs/operations.md: a catastrophe week runs with
+// WORKFLOW_TASK_SLOTS=128 and WORKFLOW_CACHE_SIZE=0.
 //
 // WORKER_POLLERS is "auto" (the default: the SDK scales each task type's
 // pollers from 1 up to DefaultMaxPollers from how often a poll finds a
@@ -35,6 +45,12 @@ func Tune(opts *worker.Options) error {
 		return fmt.Errorf("WORKFLOW_CACHE_SIZE=%q: want a number of workflows", os.Getenv("WORKFLOW_CACHE_SIZE"))
 	}
 	worker.SetStickyWorkflowCacheSize(size)
+
+	slots, err := Int("WORKFLOW_TASK_SLOTS", 0)
+	if err != nil || slots < 0 || slots == 1 {
+		return fmt.Errorf("WORKFLOW_TASK_SLOTS=%q: want a number of workflow tasks, at least 2 (0: the SDK's %d)", os.Getenv("WORKFLOW_TASK_SLOTS"), sdkWorkflowTaskSlots)
+	}
+	opts.MaxConcurrentWorkflowTaskExecutionSize = slots
 
 	v := Get("WORKER_POLLERS", "auto")
 	bad := fmt.Errorf("WORKER_POLLERS=%q: want \"auto\", \"auto:N\" or a number of pollers (at least 1)", v)
@@ -58,6 +74,10 @@ func Tune(opts *worker.Options) error {
 	opts.WorkflowTaskPollerBehavior, opts.ActivityTaskPollerBehavior = fixed, fixed
 	return nil
 }
+
+// sdkWorkflowTaskSlots is the SDK's bound on the workflow tasks a worker
+// runs at once, WORKFLOW_TASK_SLOTS=0.
+const sdkWorkflowTaskSlots = 1000
 
 // DefaultMaxPollers bounds WORKER_POLLERS=auto. Every open poll is a
 // goroutine and an HTTP/2 stream with its buffers: with the SDK's bound

@@ -25,6 +25,17 @@ func TestTuneDefaultsToAutoscalingPollers(t *testing.T) {
 		InitialNumberOfPollers: 2, MinimumNumberOfPollers: 1, MaximumNumberOfPollers: 40}), opts.WorkflowTaskPollerBehavior)
 }
 
+func TestTuneWorkflowTaskSlots(t *testing.T) {
+	t.Setenv("WORKFLOW_TASK_SLOTS", "")
+	opts := worker.Options{MaxConcurrentWorkflowTaskExecutionSize: 7}
+	require.NoError(t, Tune(&opts))
+	assert.Zero(t, opts.MaxConcurrentWorkflowTaskExecutionSize, "unset: the SDK's bound")
+
+	t.Setenv("WORKFLOW_TASK_SLOTS", "128")
+	require.NoError(t, Tune(&opts))
+	assert.Equal(t, 128, opts.MaxConcurrentWorkflowTaskExecutionSize)
+}
+
 func TestTuneFixedPollers(t *testing.T) {
 	t.Setenv("WORKER_POLLERS", "4")
 	var opts worker.Options
@@ -42,6 +53,9 @@ func TestTuneRefusesBadValues(t *testing.T) {
 		"pollers auto:x": {"WORKER_POLLERS", "auto:x"},
 		"cache negative": {"WORKFLOW_CACHE_SIZE", "-1"},
 		"cache word":     {"WORKFLOW_CACHE_SIZE", "big"},
+		"slots one":      {"WORKFLOW_TASK_SLOTS", "1"},
+		"slots negative": {"WORKFLOW_TASK_SLOTS", "-5"},
+		"slots word":     {"WORKFLOW_TASK_SLOTS", "few"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(env[0], env[1])

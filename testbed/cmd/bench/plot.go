@@ -548,7 +548,8 @@ func costPlot(r *results, sub string) (*plot.Plot, error) {
 // thousands fell due together (the timers workload).
 func surgePlot(r *results, sub string) (*plot.Plot, error) {
 	pay, late := slices.Clone(r.Samples["priority_approve_to_transfer_ms"]), slices.Clone(r.Samples["timers_escalation_late_ms"])
-	if len(pay) == 0 && len(late) == 0 {
+	week := slices.Clone(r.Samples["priority_catastrophe_approve_to_transfer_ms"])
+	if len(pay) == 0 && len(late) == 0 && len(week) == 0 {
 		return nil, nil
 	}
 	p := newPlot("A surge: approve → transfer while new claims are triaged; escalations after their deadline", sub)
@@ -562,7 +563,8 @@ func surgePlot(r *results, sub string) (*plot.Plot, error) {
 		col    color.Color
 		dashes []vg.Length
 	}{
-		{pay, fmt.Sprintf("approve → transfer, %d approvals, %.0f new claims in flight", len(pay), r.Values["priority_claims"]), blue, nil},
+		{pay, fmt.Sprintf("approve → transfer, %d approvals, %.0f new claims in flight (worker defaults)", len(pay), r.Values["priority_claims"]), blue, nil},
+		{week, "the same on the catastrophe week's settings (one queue, 128 workflow task slots)", green, nil},
 		{late, fmt.Sprintf("escalation after its deadline, %d escalations (%.0f due in one minute)", len(late), r.Values["timers_busiest_minute"]),
 			red, []vg.Length{vg.Points(5), vg.Points(3)}},
 	} {

@@ -89,8 +89,27 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 	}
 }
 
-// priority is the first pressure (see the top of the file).
+// catastropheSettings are the worker settings docs/operations.md gives for
+// a catastrophe week: one queue (no sticky cache, so a parked claim's
+// decision and the surge's next steps wait in the same queue, where task
+// priority orders them) and a bound on the workflow tasks the worker takes
+// at once (so they wait there, rather than for the worker's CPU and the
+// server's database, which serve in arrival order). See
+// internal/config/tuning.go.
+var catastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=128"}
+
+// priority is the first pressure (see the top of the file), run twice: on
+// the worker's defaults, then on the catastrophe week's settings.
 func (e *env) priority(ctx context.Context, res *results) error {
+	if err := e.priorityRun(ctx, res, "priority_", nil); err != nil {
+		return err
+	}
+	return e.priorityRun(ctx, res, "priority_catastrophe_", catastropheSettings)
+}
+
+// priorityRun is one run of the priority workload, its figures under keys
+// starting with k, its worker given settings (KEY=value) over its defaults.
+func (e *env) priorityRun(ctx context.Context, res *results, k string, settings []string) error {
 	sim := modelsim.New("")
 	sim.Latency = e.o.modelLatency
 	url, stop, err := serveModelsim(sim)
@@ -98,18 +117,22 @@ func (e *env) priority(ctx context.Context, res *results) error {
 		return err
 	}
 	defer stop()
-	w, err := e.spawnClaimsWorker("claims-worker-priority", "MODEL_PROVIDER=openai", "MODEL_BASE_URL="+url,
-		"MODEL_NAME=sim-1", "CLAIMS_TASK_QUEUE="+pressureQueue)
+	// A queue of each run's own: the claims the run before left parked
+	// stay with the worker that stopped.
+	n := seq.Add(1)
+	queue := fmt.Sprintf("%s-%d", pressureQueue, n)
+	w, err := e.spawnClaimsWorker("claims-worker-"+strings.TrimSuffix(strings.ReplaceAll(k, "_", "-"), "-"), append([]string{"MODEL_PROVIDER=openai", "MODEL_BASE_URL=" + url,
+		"MODEL_NAME=sim-1", "CLAIMS_TASK_QUEUE=" + queue}, settings...)...)
 	if err != nil {
 		return err
 	}
 	defer w.stop()
 
-	prefix := fmt.Sprintf("bench-priority-%d-", seq.Add(1))
+	prefix := fmt.Sprintf("bench-priority-%d-", n)
 	parked := make([]string, e.o.pressureApprovals)
 	for i := range parked {
 		parked[i] = fmt.Sprintf("%sparked-%05d", prefix, i)
-		if _, err := e.startClaimOn(ctx, e.store, e.client, pressureQueue, parked[i], "1840.00", workflows.Options{}); err != nil {
+		if _, err := e.startClaimOn(ctx, e.store, e.client, queue, parked[i], "1840.00", workflows.Options{}); err != nil {
 			return err
 		}
 	}
@@ -133,7 +156,7 @@ func (e *env) priority(ctx context.Context, res *results) error {
 	begin := time.Now()
 	go func() {
 		var err error
-		ended, err = e.runClaims(ctx, pressureQueue, prefix+"new-", "640.00", e.o.pressureClaims, e.o.pressurePriority)
+		ended, err = e.runClaims(ctx, queue, prefix+"new-", "640.00", e.o.pressureClaims, e.o.pressurePriority)
 		surgeDone <- err
 	}()
 	// Approve once the model calls have backed up: the first assessments
@@ -166,7 +189,7 @@ func (e *env) priority(ctx context.Context, res *results) error {
 		case <-time.After(2 * time.Minute):
 			return fmt.Errorf("%s: no transfer two minutes after approval", id)
 		}
-		res.add("priority_approve_to_transfer_ms", float64(at().Sub(t0).Microseconds())/1000)
+		res.add(k+"approve_to_transfer_ms", float64(at().Sub(t0).Microseconds())/1000)
 		if took := at().Sub(t0); took > slowestTook {
 			slowest, slowestTook = id, took
 		}
@@ -187,17 +210,20 @@ func (e *env) priority(ctx context.Context, res *results) error {
 	if ended[workflows.StatusPaid] != e.o.pressureClaims {
 		return fmt.Errorf("priority: of %d new claims %v", e.o.pressureClaims, ended)
 	}
-	res.Values["priority_claims"] = float64(e.o.pressureClaims)
-	res.Values["priority_in_flight_max"] = float64(inFlight)
-	res.Values["priority_surge_s"] = time.Since(begin).Seconds()
+	res.Values[k+"claims"] = float64(e.o.pressureClaims)
+	res.Values[k+"in_flight_max"] = float64(inFlight)
+	res.Values[k+"surge_s"] = time.Since(begin).Seconds()
+	on := "defaults"
+	if len(settings) > 0 {
+		on = strings.Join(settings, " ")
+	}
 	if line, err := e.afterSignal(ctx, slowest); err == nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("priority: the slowest approval, %s (%.0f ms to the transfer), after its signal: %s", slowest, ms(slowestTook), line))
+		res.Notes = append(res.Notes, fmt.Sprintf("priority (%s): the slowest approval, %s (%.0f ms to the transfer), after its signal: %s", on, slowest, ms(slowestTook), line))
 		fmt.Fprintf(os.Stderr, "  the slowest approval after its signal: %s\n", line)
 	}
-	s := res.Samples["priority_approve_to_transfer_ms"]
-	approved := len(res.Samples["priority_approve_to_transfer_ms"])
-	fmt.Fprintf(os.Stderr, "  priority: %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
-		approved, e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values["priority_surge_s"])
+	s := res.Samples[k+"approve_to_transfer_ms"]
+	fmt.Fprintf(os.Stderr, "  priority (%s): %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
+		on, len(s), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values[k+"surge_s"])
 	return nil
 }
 
