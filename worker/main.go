@@ -185,9 +185,10 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 		// time after a kill.
 		StickyScheduleToStartTimeout: 2 * time.Second,
 	}
-	// The workflow cache and the pollers (WORKFLOW_CACHE_SIZE,
-	// WORKER_POLLERS): sized for claims in flight and claims parked alike.
-	// See docs/performance.md.
+	// The workflow cache, the workflow task slots and the pollers
+	// (WORKFLOW_CACHE_SIZE, WORKFLOW_TASK_SLOTS, WORKER_POLLERS): sized for
+	// claims in flight and claims parked alike (docs/performance.md), and
+	// set otherwise for a catastrophe week (docs/operations.md).
 	if err := config.Tune(&opts); err != nil {
 		return err
 	}

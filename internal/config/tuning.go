@@ -50,7 +50,10 @@ func Tune(opts *worker.Options) error {
 	if err != nil || slots < 0 || slots == 1 {
 		return fmt.Errorf("WORKFLOW_TASK_SLOTS=%q: want a number of workflow tasks, at least 2 (0: the SDK's %d)", os.Getenv("WORKFLOW_TASK_SLOTS"), sdkWorkflowTaskSlots)
 	}
-	opts.MaxConcurrentWorkflowTaskExecutionSize = slots
+	if slots > 0 {
+		// Not with a worker.Options.Tuner: the SDK refuses both.
+		opts.MaxConcurrentWorkflowTaskExecutionSize = slots
+	}
 
 	v := Get("WORKER_POLLERS", "auto")
 	bad := fmt.Errorf("WORKER_POLLERS=%q: want \"auto\", \"auto:N\" or a number of pollers (at least 1)", v)

@@ -27,7 +27,7 @@ func TestTuneDefaultsToAutoscalingPollers(t *testing.T) {
 
 func TestTuneWorkflowTaskSlots(t *testing.T) {
 	t.Setenv("WORKFLOW_TASK_SLOTS", "")
-	opts := worker.Options{MaxConcurrentWorkflowTaskExecutionSize: 7}
+	var opts worker.Options
 	require.NoError(t, Tune(&opts))
 	assert.Zero(t, opts.MaxConcurrentWorkflowTaskExecutionSize, "unset: the SDK's bound")
 

@@ -563,8 +563,8 @@ func surgePlot(r *results, sub string) (*plot.Plot, error) {
 		col    color.Color
 		dashes []vg.Length
 	}{
-		{pay, fmt.Sprintf("approve → transfer, %d approvals, %.0f new claims in flight (worker defaults)", len(pay), r.Values["priority_claims"]), blue, nil},
-		{week, "the same on the catastrophe week's settings (one queue, 128 workflow task slots)", green, nil},
+		{pay, fmt.Sprintf("approve → transfer, %d approvals, %.0f new claims in flight", len(pay), r.Values["priority_claims"]), blue, nil},
+		{week, fmt.Sprintf("the same, %d approvals, on the catastrophe week's settings", len(week)), green, nil},
 		{late, fmt.Sprintf("escalation after its deadline, %d escalations (%.0f due in one minute)", len(late), r.Values["timers_busiest_minute"]),
 			red, []vg.Length{vg.Points(5), vg.Points(3)}},
 	} {

@@ -102,8 +102,8 @@ var rows = []struct{ key, label, unit, target string }{
 	{"history_events", "history events per auto-approved claim", "", "≤ 30"},
 	{"history_bytes", "history bytes per auto-approved claim", "B", "≤ 12288 (12 KiB)"},
 	{"approve_to_transfer_ms", "approve signal → transfer committed", "ms", "p99 < 300"},
-	{"priority_approve_to_transfer_ms", "approve → transfer in a surge, worker defaults", "ms", ""},
-	{"priority_catastrophe_approve_to_transfer_ms", "approve → transfer in a surge, catastrophe settings", "ms", "p99 < 1000"},
+	{"priority_approve_to_transfer_ms", "surge: approve→transfer, defaults", "ms", "p99 < 1000"},
+	{"priority_catastrophe_approve_to_transfer_ms", "surge: approve→transfer, catastrophe week", "ms", "p99 < 1000"},
 }
 
 func (r *results) print(w io.Writer) {
