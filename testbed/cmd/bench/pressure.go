@@ -99,21 +99,38 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 // internal/config/tuning.go.
 var catastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=128"}
 
+// priorityMode is one run of the priority workload: its figures' key
+// prefix, its worker's name and label, and the settings its worker gets
+// (KEY=value) over the bench's environment.
+type priorityMode struct {
+	key, worker, label string
+	settings           []string
+}
+
 // priority is the first pressure (see the top of the file), run twice: on
 // the worker's defaults, then on the catastrophe week's settings.
 func (e *env) priority(ctx context.Context, res *results) error {
 	// The defaults whatever the bench's own environment says (a worker
 	// inherits it): an empty value is the default.
-	defaults := []string{"WORKFLOW_CACHE_SIZE=", "WORKFLOW_TASK_SLOTS="}
-	if err := e.priorityRun(ctx, res, "priority_", defaults); err != nil {
-		return err
+	var defaults []string
+	for _, kv := range catastropheSettings {
+		name, _, _ := strings.Cut(kv, "=")
+		defaults = append(defaults, name+"=")
 	}
-	return e.priorityRun(ctx, res, "priority_catastrophe_", catastropheSettings)
+	for _, m := range []priorityMode{
+		{key: "priority_", worker: "claims-worker-priority", label: "defaults", settings: defaults},
+		{key: "priority_catastrophe_", worker: "claims-worker-priority-catastrophe", label: strings.Join(catastropheSettings, " "), settings: catastropheSettings},
+	} {
+		if err := e.priorityRun(ctx, res, m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// priorityRun is one run of the priority workload, its figures under keys
-// starting with k, its worker given settings (KEY=value) over its defaults.
-func (e *env) priorityRun(ctx context.Context, res *results, k string, settings []string) error {
+// priorityRun is one run of the priority workload.
+func (e *env) priorityRun(ctx context.Context, res *results, m priorityMode) error {
+	k := m.key
 	sim := modelsim.New("")
 	sim.Latency = e.o.modelLatency
 	url, stop, err := serveModelsim(sim)
@@ -126,8 +143,8 @@ func (e *env) priorityRun(ctx context.Context, res *results, k string, settings 
 	// run's worker.
 	n := seq.Add(1)
 	queue := fmt.Sprintf("%s-%d", pressureQueue, n)
-	w, err := e.spawnClaimsWorker("claims-worker-"+strings.TrimSuffix(strings.ReplaceAll(k, "_", "-"), "-"), append([]string{"MODEL_PROVIDER=openai", "MODEL_BASE_URL=" + url,
-		"MODEL_NAME=sim-1", "CLAIMS_TASK_QUEUE=" + queue}, settings...)...)
+	w, err := e.spawnClaimsWorker(m.worker, append([]string{"MODEL_PROVIDER=openai", "MODEL_BASE_URL=" + url,
+		"MODEL_NAME=sim-1", "CLAIMS_TASK_QUEUE=" + queue}, m.settings...)...)
 	if err != nil {
 		return err
 	}
@@ -218,17 +235,13 @@ func (e *env) priorityRun(ctx context.Context, res *results, k string, settings 
 	res.Values[k+"claims"] = float64(e.o.pressureClaims)
 	res.Values[k+"in_flight_max"] = float64(inFlight)
 	res.Values[k+"surge_s"] = time.Since(begin).Seconds()
-	on := "defaults"
-	if k != "priority_" {
-		on = strings.Join(settings, " ")
-	}
 	if line, err := e.afterSignal(ctx, slowest); err == nil {
-		res.Notes = append(res.Notes, fmt.Sprintf("priority (%s): the slowest approval, %s (%.0f ms to the transfer), after its signal: %s", on, slowest, ms(slowestTook), line))
+		res.Notes = append(res.Notes, fmt.Sprintf("priority (%s): the slowest approval, %s (%.0f ms to the transfer), after its signal: %s", m.label, slowest, ms(slowestTook), line))
 		fmt.Fprintf(os.Stderr, "  the slowest approval after its signal: %s\n", line)
 	}
 	s := res.Samples[k+"approve_to_transfer_ms"]
 	fmt.Fprintf(os.Stderr, "  priority (%s): %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
-		on, len(s), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values[k+"surge_s"])
+		m.label, len(s), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values[k+"surge_s"])
 	return nil
 }
 
