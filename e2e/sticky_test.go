@@ -154,7 +154,7 @@ func TestTheCatastropheSettingsRunOneQueueWithBoundedSlots(t *testing.T) {
 	w := newWorld(t)
 	addr := freePort(t)
 	worker := testenv.Supervise(t, append(slices.Clone(w.env), "METRICS_ADDR="+addr,
-		"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=128"), filepath.Join(w.bin, "worker"))
+		"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=64"), filepath.Join(w.bin, "worker"))
 	defer worker.Stop()
 
 	ids := w.park("claim-e2e-week-", 3)
@@ -162,8 +162,8 @@ func TestTheCatastropheSettingsRunOneQueueWithBoundedSlots(t *testing.T) {
 	require.Equal(t, workflows.StatusPaid, w.result(ids[0]).Status)
 
 	assert.Eventually(t, func() bool {
-		return value(scrape(t, addr), "temporal_worker_task_slots_available", `worker_type="WorkflowWorker"`) == 128
-	}, 10*time.Second, 100*time.Millisecond, "idle, the worker offers the 128 workflow task slots it was given")
+		return value(scrape(t, addr), "temporal_worker_task_slots_available", `worker_type="WorkflowWorker"`) == 64
+	}, 10*time.Second, 100*time.Millisecond, "idle, the worker offers the 64 workflow task slots it was given")
 	for _, id := range ids {
 		tasks := 0
 		for _, e := range w.events(id) {

@@ -32,7 +32,7 @@ const DefaultWorkflowCacheSize = 128
 // priority orders them; with a thousand it takes each the moment it is
 // there, and the rest wait for its CPU and the server's database, which
 // serve in arrival order. docs/operations.md: a catastrophe week runs with
-// WORKFLOW_TASK_SLOTS=128 and WORKFLOW_CACHE_SIZE=0.
+// WORKFLOW_TASK_SLOTS=64 and WORKFLOW_CACHE_SIZE=0.
 //
 // WORKER_POLLERS is "auto" (the default: the SDK scales each task type's
 // pollers from 1 up to DefaultMaxPollers from how often a poll finds a

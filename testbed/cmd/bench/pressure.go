@@ -97,7 +97,7 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 // at once (so they wait there, rather than for the worker's CPU and the
 // server's database, which serve in arrival order). See
 // internal/config/tuning.go.
-var catastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=128"}
+var catastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=64"}
 
 // priorityMode is one run of the priority workload: its figures' key
 // prefix, its worker's name and label, and the settings its worker gets
