@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -245,4 +246,41 @@ func TestParseFault(t *testing.T) {
 		assert.ErrorContains(t, err, bad.msg, bad.in)
 		assert.Empty(t, f, bad.in)
 	}
+}
+
+// A request whose body never arrives whole (its client killed while
+// sending it) or is not JSON is refused and marked Unread: it names no
+// claim and is not charged. An answered request is not marked.
+func TestARequestCutOffMidBodyIsRecordedUnread(t *testing.T) {
+	sim := modelsim.New("")
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+
+	body := chatBody(t, 0)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	_, err = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body[:len(body)/2])
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	require.Eventually(t, func() bool { return len(sim.Calls()) == 1 && sim.Calls()[0].Answered != "" }, 5*time.Second, 10*time.Millisecond)
+
+	resp, out, err := post(t, context.Background(), srv.URL+"/v1/chat/completions", `{"model": "sim-1", "messages": [`)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode, out)
+	resp, out, err = post(t, context.Background(), srv.URL+"/v1/chat/completions", body)
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, out)
+
+	calls := sim.Calls()
+	require.Len(t, calls, 3)
+	for i, what := range []string{"cut off", "not JSON"} {
+		c := calls[i]
+		assert.True(t, c.Unread, "%s: marked unread", what)
+		assert.Equal(t, "error", c.Answered, what)
+		assert.Empty(t, c.ClaimID, what)
+		assert.Zero(t, c.Tokens, what)
+	}
+	assert.False(t, calls[2].Unread, "answered")
+	assert.Equal(t, "claim-sim-1", calls[2].ClaimID)
 }

@@ -128,6 +128,10 @@ type Call struct {
 	// Rule is the answer rule (Server.Answers, from 1) that changed the
 	// answer; 0 when none did.
 	Rule int `json:"rule,omitempty"`
+	// Unread marks a request refused because its body could not be read
+	// whole or was not JSON (a client killed while sending it, say): it
+	// names no claim and was not charged (Answered "error").
+	Unread bool `json:"unread,omitempty"`
 }
 
 // Server is an http.Handler.
@@ -273,6 +277,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil || req.Model == "" || len(req.Messages) == 0 {
+		call.Unread = err != nil
 		record("error")
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "", "the body must be JSON with model and messages")
 		return
