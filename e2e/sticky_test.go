@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -151,10 +153,19 @@ func TestAParkedClaimLeavesTheWorkersCache(t *testing.T) {
 // decision ahead of a surge's intake, and bound the tasks the worker takes
 // at once so that the rest wait there. A claim still runs to its payment.
 func TestTheCatastropheSettingsRunOneQueueWithBoundedSlots(t *testing.T) {
+	settings := config.CatastropheSettings
+	require.Contains(t, settings, "WORKFLOW_CACHE_SIZE=0", "the catastrophe settings run without a sticky cache")
+	slots := 0
+	for _, kv := range settings {
+		if v, ok := strings.CutPrefix(kv, "WORKFLOW_TASK_SLOTS="); ok {
+			slots, _ = strconv.Atoi(v)
+		}
+	}
+	require.Positive(t, slots, "the catastrophe settings bound the workflow task slots: %v", settings)
+
 	w := newWorld(t)
 	addr := freePort(t)
-	worker := testenv.Supervise(t, append(slices.Clone(w.env), "METRICS_ADDR="+addr,
-		"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=64"), filepath.Join(w.bin, "worker"))
+	worker := testenv.Supervise(t, append(slices.Concat(w.env, settings), "METRICS_ADDR="+addr), filepath.Join(w.bin, "worker"))
 	defer worker.Stop()
 
 	ids := w.park("claim-e2e-week-", 3)
@@ -162,8 +173,8 @@ func TestTheCatastropheSettingsRunOneQueueWithBoundedSlots(t *testing.T) {
 	require.Equal(t, workflows.StatusPaid, w.result(ids[0]).Status)
 
 	assert.Eventually(t, func() bool {
-		return value(scrape(t, addr), "temporal_worker_task_slots_available", `worker_type="WorkflowWorker"`) == 64
-	}, 10*time.Second, 100*time.Millisecond, "idle, the worker offers the 64 workflow task slots it was given")
+		return value(scrape(t, addr), "temporal_worker_task_slots_available", `worker_type="WorkflowWorker"`) == float64(slots)
+	}, 10*time.Second, 100*time.Millisecond, "idle, the worker offers the %d workflow task slots it was given", slots)
 	for _, id := range ids {
 		tasks := 0
 		for _, e := range w.events(id) {

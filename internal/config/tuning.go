@@ -19,6 +19,15 @@ import (
 // both (+11.5 % RSS with 2,000 parked; 256 gave +22 %, 1,000 gave +80 %).
 const DefaultWorkflowCacheSize = 128
 
+// CatastropheSettings are the worker settings (KEY=value) docs/operations.md
+// gives for a catastrophe week: one queue (no sticky cache, so a parked
+// claim's decision and the surge's next steps wait in the same queue,
+// where task priority orders them) and a bound on the workflow tasks the
+// worker takes at once (so they wait there, rather than for the worker's
+// CPU and the server's database, which serve in arrival order). The bench's
+// priority workload and the e2e tests run a worker on exactly these.
+var CatastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=64"}
+
 // Tune applies the worker settings every worker process in this project
 // shares (bin/worker and the benchmark's yardstick worker, so the two
 // compare like for like): the process-wide workflow cache from
@@ -31,8 +40,7 @@ const DefaultWorkflowCacheSize = 128
 // takes fewer leaves the rest waiting in the server's queue, where task
 // priority orders them; with a thousand it takes each the moment it is
 // there, and the rest wait for its CPU and the server's database, which
-// serve in arrival order. docs/operations.md: a catastrophe week runs with
-// WORKFLOW_TASK_SLOTS=64 and WORKFLOW_CACHE_SIZE=0.
+// serve in arrival order. A catastrophe week runs with CatastropheSettings.
 //
 // WORKER_POLLERS is "auto" (the default: the SDK scales each task type's
 // pollers from 1 up to DefaultMaxPollers from how often a poll finds a

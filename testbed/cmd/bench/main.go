@@ -55,6 +55,8 @@ type options struct {
 	pressureClaims               int
 	pressureApprovals            int
 	pressurePriority             int
+	prioritySettings             []string
+	priorityDefaults             bool
 	timers                       int
 	timersPace                   float64
 	ratelimitTPM                 int
@@ -107,6 +109,18 @@ func main() {
 	flag.IntVar(&o.surgeBase, "surge-base", 1000, "the surge workload: claims waiting at its first step, the yardstick of the last")
 	flag.IntVar(&o.pressureClaims, "pressure-claims", 2000, "the priority workload (-only priority): new claims in flight while parked ones are approved")
 	flag.IntVar(&o.pressureApprovals, "pressure-approvals", 50, "the priority workload: parked claims approved during the surge")
+	o.prioritySettings = config.CatastropheSettings
+	flag.Func("priority-settings", "the priority workload: its second run's worker settings, comma-separated KEY=value (default: the catastrophe week's, "+strings.Join(config.CatastropheSettings, ",")+")", func(v string) error {
+		o.prioritySettings = nil
+		for kv := range strings.SplitSeq(v, ",") {
+			if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+				return fmt.Errorf("%q: want KEY=value", kv)
+			}
+			o.prioritySettings = append(o.prioritySettings, kv)
+		}
+		return nil
+	})
+	flag.BoolVar(&o.priorityDefaults, "priority-defaults", true, "the priority workload: run it first on the worker's defaults, the yardstick of the second run (false: the second run only)")
 	flag.IntVar(&o.pressurePriority, "pressure-priority", 4, "the priority workload: the task priority the surge's new claims start at (starter --priority; 0: the default, 3)")
 	flag.IntVar(&o.timers, "timers", 5000, "the timers workload (-only timers): claims whose escalations fall due together")
 	flag.Float64Var(&o.timersPace, "timers-pace", 15, "the timers workload: claims started a second (at a pace the worker parks them, so that their deadlines stay together)")
@@ -257,11 +271,11 @@ func run(o options) error {
 		return err
 	}
 	defer e.stopAll()
+	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Options: o, Values: map[string]float64{}, Flags: os.Args[1:]}
+	recordSpeed(res, "start") // before the bench's own processes start
 	if err := e.start(); err != nil {
 		return err
 	}
-
-	res := &results{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Options: o, Values: map[string]float64{}, Flags: os.Args[1:]}
 	fmt.Fprintf(os.Stderr, "bench: %s, dev server %s, %d workflows × %d reps at concurrency %d\n",
 		res.Machine, e.server.FrontendHostPort(), o.n, o.reps, o.concurrency)
 
@@ -420,6 +434,7 @@ func run(o options) error {
 		}
 	}
 
+	recordSpeed(res, "end")
 	res.summarize()
 	res.print(os.Stdout)
 	if o.jsonOut != "" {

@@ -90,15 +90,6 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 	}
 }
 
-// catastropheSettings are the worker settings docs/operations.md gives for
-// a catastrophe week: one queue (no sticky cache, so a parked claim's
-// decision and the surge's next steps wait in the same queue, where task
-// priority orders them) and a bound on the workflow tasks the worker takes
-// at once (so they wait there, rather than for the worker's CPU and the
-// server's database, which serve in arrival order). See
-// internal/config/tuning.go.
-var catastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=64"}
-
 // priorityMode is one run of the priority workload: its figures' key
 // prefix, its worker's name and label, and the settings its worker gets
 // (KEY=value) over the bench's environment.
@@ -108,19 +99,23 @@ type priorityMode struct {
 }
 
 // priority is the first pressure (see the top of the file), run twice: on
-// the worker's defaults, then on the catastrophe week's settings.
+// the worker's defaults (unless -priority-defaults=false), then on the
+// catastrophe week's settings (or -priority-settings).
 func (e *env) priority(ctx context.Context, res *results) error {
-	// The defaults whatever the bench's own environment says (a worker
-	// inherits it): an empty value is the default.
-	var defaults []string
-	for _, kv := range catastropheSettings {
-		name, _, _ := strings.Cut(kv, "=")
-		defaults = append(defaults, name+"=")
+	settings := e.o.prioritySettings
+	var modes []priorityMode
+	if e.o.priorityDefaults {
+		// The defaults whatever the bench's own environment says (a
+		// worker inherits it): an empty value is the default.
+		var defaults []string
+		for _, kv := range settings {
+			name, _, _ := strings.Cut(kv, "=")
+			defaults = append(defaults, name+"=")
+		}
+		modes = append(modes, priorityMode{key: "priority_", worker: "claims-worker-priority", label: "defaults", settings: defaults})
 	}
-	for _, m := range []priorityMode{
-		{key: "priority_", worker: "claims-worker-priority", label: "defaults", settings: defaults},
-		{key: "priority_catastrophe_", worker: "claims-worker-priority-catastrophe", label: strings.Join(catastropheSettings, " "), settings: catastropheSettings},
-	} {
+	modes = append(modes, priorityMode{key: "priority_catastrophe_", worker: "claims-worker-priority-catastrophe", label: strings.Join(settings, " "), settings: settings})
+	for _, m := range modes {
 		if err := e.priorityRun(ctx, res, m); err != nil {
 			return err
 		}
@@ -130,7 +125,6 @@ func (e *env) priority(ctx context.Context, res *results) error {
 
 // priorityRun is one run of the priority workload.
 func (e *env) priorityRun(ctx context.Context, res *results, m priorityMode) error {
-	k := m.key
 	sim := modelsim.New("")
 	sim.Latency = e.o.modelLatency
 	url, stop, err := serveModelsim(sim)
@@ -211,7 +205,7 @@ func (e *env) priorityRun(ctx context.Context, res *results, m priorityMode) err
 		case <-time.After(2 * time.Minute):
 			return fmt.Errorf("%s: no transfer two minutes after approval", id)
 		}
-		res.add(k+"approve_to_transfer_ms", float64(at().Sub(t0).Microseconds())/1000)
+		res.add(m.key+"approve_to_transfer_ms", float64(at().Sub(t0).Microseconds())/1000)
 		if took := at().Sub(t0); took > slowestTook {
 			slowest, slowestTook = id, took
 		}
@@ -232,16 +226,16 @@ func (e *env) priorityRun(ctx context.Context, res *results, m priorityMode) err
 	if ended[workflows.StatusPaid] != e.o.pressureClaims {
 		return fmt.Errorf("priority: of %d new claims %v", e.o.pressureClaims, ended)
 	}
-	res.Values[k+"claims"] = float64(e.o.pressureClaims)
-	res.Values[k+"in_flight_max"] = float64(inFlight)
-	res.Values[k+"surge_s"] = time.Since(begin).Seconds()
+	res.Values[m.key+"claims"] = float64(e.o.pressureClaims)
+	res.Values[m.key+"in_flight_max"] = float64(inFlight)
+	res.Values[m.key+"surge_s"] = time.Since(begin).Seconds()
 	if line, err := e.afterSignal(ctx, slowest); err == nil {
 		res.Notes = append(res.Notes, fmt.Sprintf("priority (%s): the slowest approval, %s (%.0f ms to the transfer), after its signal: %s", m.label, slowest, ms(slowestTook), line))
 		fmt.Fprintf(os.Stderr, "  the slowest approval after its signal: %s\n", line)
 	}
-	s := res.Samples[k+"approve_to_transfer_ms"]
+	s := res.Samples[m.key+"approve_to_transfer_ms"]
 	fmt.Fprintf(os.Stderr, "  priority (%s): %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
-		m.label, len(s), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values[k+"surge_s"])
+		m.label, len(s), e.o.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values[m.key+"surge_s"])
 	return nil
 }
 

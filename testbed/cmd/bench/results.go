@@ -107,7 +107,11 @@ var rows = []struct{ key, label, unit, target string }{
 }
 
 func (r *results) print(w io.Writer) {
-	fmt.Fprintf(w, "durableclaims bench, %s, %s\n\n", r.Date, r.Machine)
+	fmt.Fprintf(w, "durableclaims bench, %s, %s\n", r.Date, r.Machine)
+	if a, ok := r.Values["machine_speed_start_ms"]; ok {
+		fmt.Fprintf(w, "the machine's yardstick job (less is faster): %.1f ms at the start, %.1f ms at the end\n", a, r.Values["machine_speed_end_ms"])
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "| %-48s | %5s | %9s | %9s | %9s | %9s | %-30s |\n", "measure", "n", "min", "median", "p99", "max", "target")
 	fmt.Fprintf(w, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 50), strings.Repeat("-", 7), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 11), strings.Repeat("-", 32))
 	for _, row := range rows {
