@@ -26,7 +26,7 @@ const DefaultWorkflowCacheSize = 128
 // worker takes at once (so they wait there, rather than for the worker's
 // CPU and the server's database, which serve in arrival order). The bench's
 // priority workload and the e2e tests run a worker on exactly these.
-var CatastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=64"}
+var CatastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=32"}
 
 // Tune applies the worker settings every worker process in this project
 // shares (bin/worker and the benchmark's yardstick worker, so the two
