@@ -24,9 +24,13 @@ const DefaultWorkflowCacheSize = 128
 // claim's decision and the surge's next steps wait in the same queue,
 // where task priority orders them) and a bound on the workflow tasks the
 // worker takes at once (so they wait there, rather than for the worker's
-// CPU and the server's database, which serve in arrival order). The bench's
+// CPU and the server's database, which serve in arrival order), and a
+// model call that waits for capacity (its turn in the model budget, a
+// 429's Retry-After) gives its slot back after half a second, the claim
+// waiting on a durable timer instead (with the budget binding, a 2 s wait
+// kept every slot held and a decision waiting for one). The bench's
 // priority workload and the e2e tests run a worker on exactly these.
-var CatastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=32"}
+var CatastropheSettings = []string{"WORKFLOW_CACHE_SIZE=0", "WORKFLOW_TASK_SLOTS=32", "MODEL_MAX_WAIT=500ms"}
 
 // Tune applies the worker settings every worker process in this project
 // shares (bin/worker and the benchmark's yardstick worker, so the two
