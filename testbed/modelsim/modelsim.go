@@ -129,8 +129,9 @@ type Call struct {
 	// answer; 0 when none did.
 	Rule int `json:"rule,omitempty"`
 	// Unread marks a request refused because its body could not be read
-	// whole or was not JSON (a client killed while sending it, say): it
-	// names no claim and was not charged (Answered "error").
+	// whole or was not JSON (a client killed while sending it, say; not one
+	// refused as too large): it names no claim and was not charged
+	// (Answered "error").
 	Unread bool `json:"unread,omitempty"`
 }
 

@@ -42,9 +42,6 @@ func speedJob() time.Duration {
 			}
 			sum = sha256.Sum256(append(b, sum[:]...))
 		}
-		if sum == ([32]byte{}) {
-			panic("unreachable")
-		}
 		best = min(best, time.Since(start))
 	}
 	return best
