@@ -91,6 +91,11 @@ func whatIfCmd(args []string, stdout, stderr io.Writer) int {
 	if capMicros > 0 && *priceIn == 0 && *priceOut == 0 {
 		return fail(errors.New("--spend-cap needs the candidate's price (--price-in, --price-out): without it every answer costs 0 and the cap never stops anything"))
 	}
+	if *id != "" && !strings.HasPrefix(*id, claim.ReservedIDPrefix) {
+		// The Temporal server's authorizer lets the what-if identity answer
+		// only runs named so (temporalserver/authz).
+		return fail(fmt.Errorf("--id %q: a what-if's ID begins %q", *id, claim.ReservedIDPrefix))
+	}
 	if *concurrency < 1 || *concurrency > 64 {
 		return fail(fmt.Errorf("--concurrency %d: want 1 to 64", *concurrency))
 	}
@@ -351,7 +356,12 @@ func startWhatIf(ctx context.Context, c client.Client, id string, in whatif.Inpu
 		info := d.RawResponse.GetWorkflowExecutionInfo()
 		var heldSum string
 		if p := info.GetMemo().GetFields()[whatifMemo]; p != nil {
-			_ = json.Unmarshal(p.GetData(), &heldSum)
+			// A memo is a payload like any other: encrypted by default.
+			dc, err := config.DataConverter()
+			if err != nil {
+				return nil, false, err
+			}
+			_ = dc.FromPayload(p, &heldSum)
 		}
 		if heldSum != sum {
 			return nil, false, fmt.Errorf("what-if %s exists with another candidate, endpoint, price, pace, budget or selection: choose another --id", id)

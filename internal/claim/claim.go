@@ -182,6 +182,11 @@ func (f File) Claim() (Claim, error) {
 	}
 
 	checkID("claim_id", f.ClaimID)
+	if strings.HasPrefix(f.ClaimID, ReservedIDPrefix) {
+		// The Temporal server's authorizer lets a what-if's identity answer
+		// the tasks of runs named so (temporalserver/authz).
+		bad("claim_id", "may not begin %q: what-if runs are named so", ReservedIDPrefix)
+	}
 	checkID("policy_id", f.PolicyID)
 	checkText("claimant.name", f.Claimant.Name, MaxNameLen, true)
 	if f.Claimant.Email == "" {
@@ -232,6 +237,9 @@ func (f File) Claim() (Claim, error) {
 
 // Validate re-checks a claim that arrived in internal form (a workflow input
 // started by hand, say) by the same rules as a file.
+// ReservedIDPrefix begins what-if runs' IDs, never a claim's.
+const ReservedIDPrefix = "whatif-"
+
 func (c Claim) Validate() error {
 	if _, ok := exponents[c.Currency]; ok && c.AmountMinor <= 0 {
 		return ValidationError{{Field: "amount", Reason: "must be greater than zero"}}

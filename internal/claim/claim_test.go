@@ -30,6 +30,7 @@ func TestParseRefusesWithFieldAndReason(t *testing.T) {
 		{"missing id", `"claim_id":""`, "claim_id", "is required"},
 		{"id with colon", `"claim_id":"claim:42"`, "claim_id", "ASCII letters"},
 		{"unicode id", `"claim_id":"clâim"`, "claim_id", "ASCII letters"},
+		{"a what-if's name", `"claim_id":"whatif-42"`, "claim_id", "what-if runs are named so"},
 		{"negative amount", `"amount":"-5.00"`, "amount", "not a decimal amount"},
 		{"zero amount", `"amount":"0.00"`, "amount", "greater than zero"},
 		{"too many decimals", `"amount":"1.001"`, "amount", "more than 2 decimal places"},

@@ -1,21 +1,23 @@
 // Package temporalauth gives each program that talks to a Temporal server
-// of the insurer's own an identity: an ES256 JWT whose permissions the
-// server's own claim mapper reads ("default" claimMapper and authorizer in
-// global.authorization), signed by a key whose public half the server
-// fetches as a JWKS. No call to such a frontend is anonymous.
+// of the insurer's own an identity: an ES256 JWT, signed by a key whose
+// public half the server fetches as a JWKS, whose subject
+// (durableclaims-<role>) the server's authorizer reads (temporalserver/authz:
+// who may call what) and whose permissions bind it to its namespace. No call
+// to such a frontend is anonymous.
 //
 //	role        permissions                         for
-//	admin       temporal-system:admin, <ns>:admin   namespaces, search attributes, operators
-//	worker      <ns>:write                          bin/worker
-//	starter     <ns>:write                          bin/starter
-//	inbox       <ns>:write                          bin/inbox
+//	admin       temporal-system:admin, <ns>:admin   namespaces, search attributes; an operator too
+//	operator    <ns>:admin                          routing a deployment, reset, terminate, delete
+//	worker      <ns>:write                          bin/worker: the only one that takes and answers claims' tasks
+//	whatif      <ns>:write                          claimsctl whatif: its own what-if's tasks only
+//	starter     <ns>:write                          bin/starter: starts claims
+//	inbox       <ns>:write                          bin/inbox: the decide update
 //	claimsctl   <ns>:write                          bin/claimsctl, temporal workflow signal
-//	reader      <ns>:read                           dashboards, the UI, auditors
+//	reader      <ns>:read                           dashboards, the UI, auditors, claimsctl's reads
 //
-// Temporal's default authorizer grants by role per namespace: it does not
-// tell a worker from a starter (any writer may poll any task queue), which is
-// why the claims worker's activities check their own authority against the
-// claims store. This narrows who may try; it does not make trying useless.
+// The activities still check their own authority against the claims store:
+// on a server that is not the insurer's own (the dev server, a cloud
+// namespace) anyone who reaches the frontend may try.
 package temporalauth
 
 import (
@@ -36,7 +38,9 @@ import (
 // Roles, one identity per program.
 const (
 	RoleAdmin     = "admin"
+	RoleOperator  = "operator"
 	RoleWorker    = "worker"
+	RoleWhatIf    = "whatif"
 	RoleStarter   = "starter"
 	RoleInbox     = "inbox"
 	RoleClaimsctl = "claimsctl"
@@ -44,13 +48,15 @@ const (
 )
 
 // Roles lists every role an issuer makes a token for.
-var Roles = []string{RoleAdmin, RoleWorker, RoleStarter, RoleInbox, RoleClaimsctl, RoleReader}
+var Roles = []string{RoleAdmin, RoleOperator, RoleWorker, RoleWhatIf, RoleStarter, RoleInbox, RoleClaimsctl, RoleReader}
 
 // Permissions are the permissions claim of role's token in namespace.
 func Permissions(role, namespace string) []string {
 	switch role {
 	case RoleAdmin:
 		return []string{"temporal-system:admin", namespace + ":admin"}
+	case RoleOperator:
+		return []string{namespace + ":admin"}
 	case RoleReader:
 		return []string{namespace + ":read"}
 	}

@@ -45,6 +45,10 @@ import (
 // v1.29.1). The Makefile's TEMPORAL_SERVER_VERSION is the same.
 const ServerVersion = "v1.29.1"
 
+// ServerBinary is the server's file name in InstallDir: Temporal's server
+// built with durableclaims' authorizer, from temporalserver/.
+const ServerBinary = "durableclaims-server"
+
 // Namespace is registered by Start.
 const Namespace = "default"
 
@@ -111,6 +115,8 @@ type Cluster struct {
 	serverBin string
 	ports     ports
 	auth      *issuer // nil with NoAuth
+	// stopRouting ends routeFirstVersions (nil with NoAuth).
+	stopRouting func()
 
 	mu         sync.Mutex // serialises Restart, Kill and Stop
 	proc       *process
@@ -197,15 +203,22 @@ func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	done("namespace and search attributes registered", "namespace", Namespace)
+	if c.auth != nil {
+		rctx, stop := context.WithCancel(context.Background())
+		routed := make(chan struct{})
+		go func() { defer close(routed); c.routeFirstVersions(rctx, log) }()
+		c.stopRouting = func() { stop(); <-routed }
+	}
 	log.Info("cluster started", "took", time.Since(began).Round(time.Millisecond))
 	ok = true
 	return c, nil
 }
 
 // Binaries finds the server and its SQL tool: $TEMPORAL_SERVER_BIN and
-// $TEMPORAL_SQL_TOOL, else GOPATH/temporal-server-v1.29.1/{server,sql},
-// where `make temporal-server` installs them. A missing one is an error
-// that says how to install it.
+// $TEMPORAL_SQL_TOOL, else GOPATH/temporal-server-v1.29.1/{durableclaims-server,sql},
+// where `make temporal-server` builds them: the server is Temporal's, built
+// with durableclaims' authorizer (temporalserver/). A missing one is an
+// error that says how to install it.
 func Binaries() (server, sqlTool string, err error) { return binaries("", "") }
 
 func binaries(server, sqlTool string) (string, string, error) {
@@ -214,7 +227,7 @@ func binaries(server, sqlTool string) (string, string, error) {
 		path *string
 		env  string
 		name string
-	}{{&server, "TEMPORAL_SERVER_BIN", "server"}, {&sqlTool, "TEMPORAL_SQL_TOOL", "sql"}} {
+	}{{&server, "TEMPORAL_SERVER_BIN", ServerBinary}, {&sqlTool, "TEMPORAL_SQL_TOOL", "sql"}} {
 		if *b.path == "" {
 			*b.path = os.Getenv(b.env)
 		}
@@ -223,8 +236,8 @@ func binaries(server, sqlTool string) (string, string, error) {
 		}
 		if fi, err := os.Stat(*b.path); err != nil || fi.IsDir() {
 			return "", "", fmt.Errorf("the Temporal server %s is needed (%s not found): run `make temporal-server` "+
-				"(GOBIN=%s go install go.temporal.io/server/cmd/server@%s go.temporal.io/server/cmd/tools/sql@%s, about 2 minutes) "+
-				"or set TEMPORAL_SERVER_BIN and TEMPORAL_SQL_TOOL", ServerVersion, *b.path, dir, ServerVersion, ServerVersion)
+				"(it builds temporalserver/ into %s and installs go.temporal.io/server/cmd/tools/sql@%s beside it, about 2 minutes) "+
+				"or set TEMPORAL_SERVER_BIN and TEMPORAL_SQL_TOOL", ServerVersion, *b.path, dir, ServerVersion)
 		}
 	}
 	return server, sqlTool, nil
@@ -578,6 +591,10 @@ func (c *Cluster) Kill() error {
 // Stop stops the server (SIGTERM) and, if Start started it, PostgreSQL.
 // Both data directories stay.
 func (c *Cluster) Stop() error {
+	if c.stopRouting != nil {
+		c.stopRouting()
+		c.stopRouting = nil
+	}
 	c.mu.Lock()
 	c.stopLocked(syscall.SIGTERM)
 	c.mu.Unlock()

@@ -96,7 +96,12 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 		}
 	}()
 
-	cl, err := client.Dial(c.ClientOptions(temporalauth.RoleWorker))
+	// The worker takes the tasks; the admin starts, signals and reads
+	// (testbed/cluster/authz_test.go has who may do what).
+	wc, err := client.Dial(c.ClientOptions(temporalauth.RoleWorker))
+	require.NoError(t, err)
+	defer wc.Close()
+	cl, err := client.Dial(c.ClientOptions(temporalauth.RoleAdmin))
 	require.NoError(t, err)
 	defer cl.Close()
 
@@ -125,7 +130,7 @@ func TestClusterSurvivesRestarts(t *testing.T) {
 	var denied *serviceerror.PermissionDenied
 	assert.ErrorAs(t, err, &denied, "a reader starts nothing")
 	reader.Close()
-	w := worker.New(cl, taskQueue, worker.Options{})
+	w := worker.New(wc, taskQueue, worker.Options{})
 	w.RegisterWorkflow(Greet)
 	w.RegisterActivity(Hello)
 	require.NoError(t, w.Start())

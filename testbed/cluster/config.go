@@ -126,17 +126,17 @@ global:
       timerType: "histogram"
       listenAddress: "127.0.0.1:{{.P.Metrics}}"
 {{- if .JWKS}}
-  # No anonymous frontend: every call carries a JWT the server's own claim
-  # mapper checks against the cluster's key, and the default authorizer
-  # grants by its permissions (testbed/cluster/auth.go).
+  # No anonymous frontend: every call carries a JWT checked against the
+  # cluster's key, and durableclaims' authorizer allows each identity its
+  # own job only (temporalserver/authz; testbed/cluster/auth.go).
   authorization:
     jwtKeyProvider:
       keySourceURIs:
         - "{{.JWKS}}"
       refreshInterval: 1m
     permissionsClaimName: permissions
-    authorizer: default
-    claimMapper: default
+    authorizer: durableclaims
+    claimMapper: durableclaims
 {{- end}}
 
 services:

@@ -155,7 +155,7 @@ func (s *soak) rolloutPhase(ctx context.Context, begin time.Time, plan []planned
 	if err := s.awaitRouting(runCtx, buildV1, ""); err != nil {
 		return nil, nil, nil, fmt.Errorf("v1 never became current: %w", err)
 	}
-	s.step("v1 current", "the first build made itself current (WORKER_PROMOTE=if-none)")
+	s.step("v1 current", "the first build made current (by the cluster, standing in for the operator's first deploy)")
 
 	cliAuth, _ := s.server.auth(temporalauth.RoleClaimsctl)
 	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
@@ -182,7 +182,7 @@ func (s *soak) rolloutPhase(ctx context.Context, begin time.Time, plan []planned
 	var approverDone sync.WaitGroup
 	approverDone.Go(func() { appr.watch(apprCtx) })
 	defer func() { stopApprover(); approverDone.Wait() }()
-	st := &starter{client: s.client, store: s.store, docs: s.docs, rate: s.o.Rate}
+	st := &starter{client: s.starts, store: s.store, docs: s.docs, rate: s.o.Rate}
 	progressCtx, stopProgress := context.WithCancel(runCtx)
 	defer stopProgress()
 	go s.progress(progressCtx, st, appr, len(plan))
@@ -324,7 +324,7 @@ func (s *soak) workerEnv() []string {
 func (s *soak) deployment(ctx context.Context, verb string, args ...string) error {
 	args = append([]string{"worker", "deployment", verb, "--deployment-name", config.DefaultDeploymentName, "--yes",
 		"--address", s.server.hostPort(), "--namespace", "default"}, args...)
-	auth, _ := s.server.auth(temporalauth.RoleClaimsctl)
+	auth, _ := s.server.auth(temporalauth.RoleOperator) // routing is the operator's alone
 	var last string
 	for range 20 {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -365,7 +365,7 @@ func (s *soak) replayCheck(ctx context.Context, bin string) replayRun {
 
 // resetBuild runs `claimsctl reset-build BUILD` for this run's claims.
 func (s *soak) resetBuild(ctx context.Context, build string) ([]string, error) {
-	auth, _ := s.server.auth(temporalauth.RoleClaimsctl)
+	auth, _ := s.server.auth(temporalauth.RoleOperator) // a reset is the operator's alone
 	// --include-paid: the rules model answers alike when asked again, so
 	// a run reset past its payment asks the provider for the same transfer
 	// under the same key, which the verifier holds to one per claim.
