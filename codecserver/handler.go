@@ -260,7 +260,7 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-var errNoKeys = errors.New("no payload keys: set CODEC_KEYS_FILE (path of a key file) or CODEC_KEYS (its JSON); make one with -generate-key ID")
+var errNoKeys = errors.New("no payload keys: PAYLOAD_ENCRYPTION=off, so there is nothing to decode; set CODEC_KEYS_FILE (path of a key file) or CODEC_KEYS (its JSON); make one with -generate-key ID")
 
 // errNoTokensBeyondLoopback is serve's refusal to listen beyond the loopback
 // interface without CODEC_AUTH_TOKENS.

@@ -12,7 +12,8 @@
 //
 //	CODEC_KEYS_FILE     key file (JSON, see internal/codec; mode 0600 or 0400,
 //	                    a file group or others can access is refused), or
-//	CODEC_KEYS          the same JSON inline; one of them is required
+//	CODEC_KEYS          the same JSON inline; without either, the programs'
+//	                    default var/codec-keys.json (config.PayloadKeys)
 //	CODEC_SERVER_ADDR   listen address (default localhost:8081)
 //	CODEC_CORS_ORIGINS  comma list of browser origins allowed to call it
 //	                    (default http://localhost:8233, the dev server's UI)
@@ -113,7 +114,7 @@ var listen = net.Listen
 // serve runs the server until ctx is done (SIGINT or SIGTERM), then shuts
 // down gracefully, letting requests in flight finish.
 func serve(ctx context.Context, logger *slog.Logger, getenv func(string) string) error {
-	kr, err := codec.LoadFromEnv()
+	kr, err := config.PayloadKeys()
 	if err != nil {
 		return err
 	}

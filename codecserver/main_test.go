@@ -403,6 +403,7 @@ func TestGenerateKeyFlag(t *testing.T) {
 func TestServeRequiresKeys(t *testing.T) {
 	t.Setenv(codec.EnvKeysFile, "")
 	t.Setenv(codec.EnvKeys, "")
+	t.Setenv("PAYLOAD_ENCRYPTION", "off")
 	err := serve(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), func(string) string { return "" })
 	require.ErrorIs(t, err, errNoKeys)
 

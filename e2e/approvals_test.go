@@ -20,7 +20,7 @@ import (
 
 // cli runs the real Temporal CLI against the test's dev server.
 func (w *world) cli(args ...string) (string, error) {
-	return testenv.Run(w.t, nil, w.temporal, append(args, "--address", addr(w.env), "--namespace", "default")...)
+	return testenv.Run(w.t, nil, w.temporal, append(args, "--address", addr(w.env), "--namespace", "default", "--codec-endpoint", w.codecURL)...)
 }
 
 func (w *world) ctl(args ...string) (string, error) {

@@ -32,6 +32,7 @@ type world struct {
 	bin      string
 	env      []string
 	client   client.Client
+	codecURL string // a codec server, for the Temporal CLI
 	store    string
 	mail     string
 	keys     string                 // approvers' private keys, one file each
@@ -42,9 +43,10 @@ func newWorld(t *testing.T) *world {
 	srv := testenv.DevServer(t)
 	_, stripeURL := testenv.Stripe(t)
 	dir := t.TempDir()
-	w := &world{t: t, temporal: testenv.TemporalCLI(t), bin: testenv.Binaries(t), client: srv.Client(),
+	keys := testenv.PayloadKeys(t, dir, srv.FrontendHostPort(), "default")
+	w := &world{t: t, temporal: testenv.TemporalCLI(t), bin: testenv.Binaries(t), client: keys.Client, codecURL: keys.CodecURL,
 		store: filepath.Join(dir, "claims.db"), mail: filepath.Join(dir, "mail")}
-	w.env = []string{
+	w.env = []string{keys.Env,
 		"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "LOG_LEVEL=info",

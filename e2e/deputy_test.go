@@ -405,9 +405,7 @@ func TestAttackAReceiptFromAnotherNamespaceIsRefused(t *testing.T) {
 	require.NoError(t, err, out)
 	w.waitStatus(id, workflows.StatusWaiting)
 	prodHash := w.status(id).Approval.RequestSHA256
-	sc, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "staging"})
-	require.NoError(t, err)
-	defer sc.Close()
+	sc := testenv.ClientFor(t, w.env, "staging")
 	require.Eventually(t, func() bool {
 		v, err := sc.QueryWorkflow(context.Background(), id, "", workflows.QueryStatus)
 		var s workflows.Status

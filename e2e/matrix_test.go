@@ -68,10 +68,11 @@ func TestCrashMatrix(t *testing.T) {
 			dir := t.TempDir()
 			id := "claim-matrix-" + name
 			queue := "claims-" + name
-			w := &world{t: t, temporal: temporalCLI, bin: bin, client: srv.Client(),
+			keys := testenv.PayloadKeys(t, dir, srv.FrontendHostPort(), "default")
+			w := &world{t: t, temporal: temporalCLI, bin: bin, client: keys.Client, codecURL: keys.CodecURL,
 				store: filepath.Join(dir, "claims.db"), mail: filepath.Join(dir, "mail"),
 				stripe: &activities.Activities{Stripe: payments}}
-			w.env = []string{
+			w.env = []string{keys.Env,
 				"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
 				"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",
 				"CLAIMS_DB=" + w.store, "MAIL_SPOOL=" + w.mail, "CLAIMS_TASK_QUEUE=" + queue, "LOG_LEVEL=info",

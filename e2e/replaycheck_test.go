@@ -86,11 +86,14 @@ func TestReplayCheckGatesABuildOnTheLiveRuns(t *testing.T) {
 		}
 	}
 	only := `WorkflowId STARTS_WITH "claim-rc-"`
-	good, err := replaycheck.Check(ctx, w.client, replaycheck.Options{TaskQueue: workflows.TaskQueue, Closed: 10, Query: only, Register: build(true)})
+	dc, fc := testenv.Converters(t, w.env)
+	good, err := replaycheck.Check(ctx, w.client, replaycheck.Options{TaskQueue: workflows.TaskQueue, Closed: 10, Query: only, Register: build(true),
+		DataConverter: dc, FailureConverter: fc})
 	require.NoError(t, err)
 	assert.Empty(t, good.Failures)
 	assert.Equal(t, 3, good.Replayed)
-	bad, err := replaycheck.Check(ctx, w.client, replaycheck.Options{TaskQueue: workflows.TaskQueue, Closed: 10, Query: only, Register: build(false), KeepGoing: true})
+	bad, err := replaycheck.Check(ctx, w.client, replaycheck.Options{TaskQueue: workflows.TaskQueue, Closed: 10, Query: only, Register: build(false), KeepGoing: true,
+		DataConverter: dc, FailureConverter: fc})
 	require.NoError(t, err)
 	var broken []string
 	for _, f := range bad.Failures {

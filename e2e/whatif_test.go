@@ -23,7 +23,6 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 	_ "modernc.org/sqlite"
@@ -288,9 +287,10 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 	d, err := w.client.DescribeWorkflow(context.Background(), "whatif-e2e-same", "")
 	require.NoError(t, err)
 	memo := map[string]any{}
+	dc, _ := testenv.Converters(t, w.env) // the worst case: an attacker who can read the memo
 	for k, p := range d.RawResponse.GetWorkflowExecutionInfo().GetMemo().GetFields() {
 		var v string
-		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(p, &v))
+		require.NoError(t, dc.FromPayload(p, &v))
 		memo[k] = v
 	}
 	hijack, err := w.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "whatif-e2e-same",
@@ -333,14 +333,11 @@ func TestWhatIfNamesExactlyTheChangedDecisionsAndTouchesNothing(t *testing.T) {
 		rogueCall{"LoadRecorded", "claim-wi-c01"},
 		rogueCall{"Tool", map[string]any{"claim_id": "claim-wi-c01", "call": map[string]any{"id": "x", "name": "prior_claims"},
 			"scope": map[string]any{"claim_id": "claim-wi-c01", "email": "claim-wi-c01@example.com"}}})
-	assert.Contains(t, answers[0].Error, "unable to find activityType=PayClaimant", "no payment activity exists in the what-if's worker")
-	if _, list, ok := strings.Cut(answers[0].Error, "Supported types: ["); assert.True(t, ok, answers[0].Error) {
-		names := strings.Split(strings.SplitN(list, "]", 2)[0], ", ")
-		slices.Sort(names)
-		assert.Equal(t, []string{"Assess", "LoadRecorded", "Tool", "Turn"}, names, "all the what-if's worker can do")
-	}
+	// The attacker holds no payload keys, so it reads each refusal's type,
+	// never its message.
+	assert.Contains(t, answers[0].Error, "type: ActivityNotRegisteredError", "no payment activity exists in the what-if's worker")
 	for _, a := range answers[1:] {
-		assert.Contains(t, a.Error, "was not started by what-if whatif-e2e-attacked", "%s: the what-if's activities act only for its own claims", a.Activity)
+		assert.Contains(t, a.Error, "type: "+whatif.ErrNotOurs+", retryable: false", "%s: the what-if's activities act only for its own claims", a.Activity)
 		assert.Empty(t, a.Output)
 	}
 	require.NoError(t, cmd.Wait(), attacked.String())
@@ -402,7 +399,8 @@ func (w *world) recordedCalls(runID string) map[string]recordedCall {
 			switch a.GetActivityType().GetName() {
 			case "Turn":
 				var in whatif.TurnInput
-				require.NoError(w.t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
+				dc, _ := testenv.Converters(w.t, w.env)
+				require.NoError(w.t, dc.FromPayloads(a.GetInput(), &in))
 				keys[e.GetEventId()] = fmt.Sprintf("%s triage %d", claimID, 2+len(in.Messages))
 			case "Assess":
 				keys[e.GetEventId()] = claimID + " assessment"

@@ -11,6 +11,7 @@ TEMPORAL_ADDRESS=${DEMO_TEMPORAL_ADDRESS:-localhost:7233}
 STRIPESIM_ADDR=${DEMO_STRIPESIM_ADDR:-localhost:12111}
 UI_PORT=${DEMO_UI_PORT:-8233}
 INBOX_ADDR=${DEMO_INBOX_ADDR:-localhost:8088}
+CODEC_ADDR=${DEMO_CODEC_ADDR:-localhost:8081}
 source scripts/lib.sh
 
 echo "crash injection: claim-0042 dies in step 7 (notify); claim-0043 dies in step 6 after Stripe made the transfer"

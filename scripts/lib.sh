@@ -3,8 +3,10 @@
 # restarts it when it dies) in a directory, and take it down again.
 #
 # Set before sourcing: STACK (a directory), TEMPORAL_ADDRESS, STRIPESIM_ADDR,
-# UI_PORT, and INBOX_ADDR for the adjusters' inbox (unset: no inbox). Call
-# stack_up [worker flags...]; stack_down runs on exit.
+# UI_PORT, CODEC_ADDR for the codec server the Web UI and the CLI decode
+# payloads through (unset: payloads in clear, PAYLOAD_ENCRYPTION=off), and
+# INBOX_ADDR for the adjusters' inbox (unset: no inbox). Call stack_up
+# [worker flags...]; stack_down runs on exit.
 
 TEMPORAL=${TEMPORAL:-$(command -v temporal || echo "$(go env GOPATH)/bin/temporal")}
 export TEMPORAL_NAMESPACE=default
@@ -14,6 +16,13 @@ export BLOB_URL="file://$PWD/$STACK/blobs?create_dir=true"
 # The approver directory with a signing key per approver, made by stack_up.
 export APPROVERS_FILE=$STACK/approvers.json KEYS=$STACK/keys
 export TEMPORAL_ADDRESS STRIPESIM_ADDR
+# Payloads are encrypted with a key made for this stack, which every program
+# here shares; the codec server decodes them for the Web UI and the CLI.
+if [ -n "${CODEC_ADDR:-}" ]; then
+  export CODEC_KEYS_FILE=$STACK/codec-keys.json TEMPORAL_CODEC_ENDPOINT=http://$CODEC_ADDR
+else
+  export PAYLOAD_ENCRYPTION=off
+fi
 # Approval notices link to the claim's page in the inbox.
 if [ -n "${INBOX_ADDR:-}" ]; then export INBOX_ADDR INBOX_URL=http://$INBOX_ADDR; fi
 export LOG_LEVEL=${LOG_LEVEL:-info}
@@ -30,7 +39,7 @@ trap stack_down EXIT
 listening() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 
 stack_up() {
-  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT" ${INBOX_ADDR:+"$INBOX_ADDR"}; do
+  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT" ${CODEC_ADDR:+"$CODEC_ADDR"} ${INBOX_ADDR:+"$INBOX_ADDR"}; do
     if listening "$addr"; then
       echo "$addr is already in use; stop what listens there" >&2
       exit 1
@@ -48,8 +57,19 @@ stack_up() {
     echo "    $KEYS/inbox.key (the inbox's service key: it signs for whoever signs in)"
   fi
 
+  local codec_flags=()
+  if [ -n "${CODEC_ADDR:-}" ]; then
+    say "Encrypting every payload (AES-256-GCM) with a key made for this stack, $CODEC_KEYS_FILE"
+    (umask 077; bin/codec-server -generate-key demo >"$CODEC_KEYS_FILE" 2>/dev/null)
+    echo "    The Temporal server stores only ciphertext; the codec server at $TEMPORAL_CODEC_ENDPOINT decodes for the Web UI and the CLI."
+    CODEC_SERVER_ADDR=$CODEC_ADDR CODEC_CORS_ORIGINS=http://localhost:$UI_PORT bin/codec-server >"$STACK/codec-server.log" 2>&1 &
+    stack_pids+=($!)
+    for _ in $(seq 1 50); do listening "$CODEC_ADDR" && break; sleep 0.1; done
+    codec_flags=(--ui-codec-endpoint "$TEMPORAL_CODEC_ENDPOINT")
+  fi
+
   say "Starting the Temporal dev server on $TEMPORAL_ADDRESS (Web UI http://localhost:$UI_PORT)"
-  "$TEMPORAL" server start-dev --ip "${TEMPORAL_ADDRESS%:*}" --port "${TEMPORAL_ADDRESS##*:}" --ui-port "$UI_PORT" \
+  "$TEMPORAL" server start-dev --ip "${TEMPORAL_ADDRESS%:*}" --port "${TEMPORAL_ADDRESS##*:}" --ui-port "$UI_PORT" "${codec_flags[@]}" \
     --search-attribute ClaimStatus=Keyword --search-attribute ApprovalDeadline=Datetime \
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value matching.useNewMatcher=true \

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -19,9 +21,42 @@ import (
 // The binaries get their data converter from internal/config; check the
 // wiring from here (internal/config has no test of its own for it).
 func TestConfigDataConverter(t *testing.T) {
-	t.Run("encryption off", func(t *testing.T) {
+	t.Run("encryption on by default, keys made once on this machine", func(t *testing.T) {
+		t.Chdir(t.TempDir())
 		t.Setenv(codec.EnvKeysFile, "")
 		t.Setenv(codec.EnvKeys, "")
+		t.Setenv("TEMPORAL_ADDRESS", "")
+		dc, err := config.DataConverter()
+		require.NoError(t, err)
+		p, err := dc.ToPayload(map[string]string{"email": "someone@example.org"})
+		require.NoError(t, err)
+		assert.Equal(t, codec.MetadataEncodingEncrypted, string(p.Metadata[converter.MetadataEncoding]))
+		assert.NotContains(t, string(p.Data), "someone@example.org")
+		fi, err := os.Stat(config.DefaultKeysFile)
+		require.NoError(t, err, "the key file is made beside the default claims store")
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		again, err := config.DataConverter() // another program, the same file
+		require.NoError(t, err)
+		var back map[string]string
+		require.NoError(t, again.FromPayload(p, &back))
+		assert.Equal(t, "someone@example.org", back["email"])
+	})
+	t.Run("a frontend elsewhere needs the keys given", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		t.Setenv(codec.EnvKeysFile, "")
+		t.Setenv(codec.EnvKeys, "")
+		t.Setenv("TEMPORAL_ADDRESS", "temporal.internal:7233")
+		_, err := config.DataConverter()
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), codec.EnvKeysFile)
+		_, err = os.Stat(config.DefaultKeysFile)
+		assert.ErrorIs(t, err, fs.ErrNotExist, "no key is made for a frontend on another machine")
+	})
+	t.Run("encryption off", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		t.Setenv(codec.EnvKeysFile, "")
+		t.Setenv(codec.EnvKeys, "")
+		t.Setenv("PAYLOAD_ENCRYPTION", "off")
 		dc, err := config.DataConverter()
 		require.NoError(t, err)
 		assert.Same(t, converter.GetDefaultDataConverter(), dc)

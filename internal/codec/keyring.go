@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -285,6 +287,35 @@ func GenerateKeyring(id string) (Keyring, []byte, error) {
 		return Keyring{}, nil, err
 	}
 	return kr, data, nil
+}
+
+// CreateFile makes a key file at path with one fresh key named id, owner
+// only, its directory too if missing, and returns its key ring. When path
+// exists already (another program made it first) it is read instead.
+func CreateFile(path, id string) (*Keyring, error) {
+	kr, data, err := GenerateKeyring(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("codec: key file: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return LoadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("codec: key file: %w", err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("codec: key file %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("codec: key file %s: %w", path, err)
+	}
+	return &kr, nil
 }
 
 // MarshalKeyFile renders the key ring in the key-file format, key material

@@ -6,7 +6,9 @@ package config
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -97,10 +99,46 @@ func OwnerOnly() { syscall.Umask(0o077) }
 // ClaimsDB is the system of record's SQLite file.
 func ClaimsDB() string { return Get("CLAIMS_DB", "var/claims.db") }
 
+// DefaultKeysFile holds the payload keys when neither CODEC_KEYS_FILE nor
+// CODEC_KEYS is set: beside the default claims store, for one machine.
+const DefaultKeysFile = "var/codec-keys.json"
+
+// PayloadKeys is the key ring every program encrypts and decrypts payloads
+// with, so that the Temporal server, its database and anyone who reaches
+// its frontend (a stolen task, a history, a memo) see no claim data:
+// CODEC_KEYS_FILE or CODEC_KEYS; without either, DefaultKeysFile, which the
+// first program to need it makes when the Temporal frontend is on this
+// machine (every program here then shares it). A frontend elsewhere needs
+// the keys given. PAYLOAD_ENCRYPTION=off runs without (development only):
+// it returns nil.
+func PayloadKeys() (*codec.Keyring, error) {
+	switch v := Get("PAYLOAD_ENCRYPTION", "on"); v {
+	case "off":
+		return nil, nil
+	case "on":
+	default:
+		return nil, fmt.Errorf("PAYLOAD_ENCRYPTION=%q: want on or off", v)
+	}
+	kr, err := codec.LoadFromEnv()
+	if err != nil || kr != nil {
+		return kr, err
+	}
+	kr, err = codec.LoadFile(DefaultKeysFile)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return kr, err
+	}
+	if addr := Get("TEMPORAL_ADDRESS", client.DefaultHostPort); !IsLoopback(addr) {
+		return nil, fmt.Errorf("payload encryption needs its keys: the Temporal frontend %s is not on this machine, so set %s to the key file "+
+			"every program of this deployment shares (codec-server -generate-key ID makes one), or PAYLOAD_ENCRYPTION=off in development",
+			addr, codec.EnvKeysFile)
+	}
+	return codec.CreateFile(DefaultKeysFile, "local-"+time.Now().UTC().Format("20060102"))
+}
+
 // DataConverter is the data converter every client uses: the SDK default
-// with payloads encrypted by internal/codec (AES-256-GCM) when keys are
-// configured (CODEC_KEYS_FILE or CODEC_KEYS), else the SDK default. Code
-// that decodes payloads read from history should use it too.
+// with payloads encrypted by internal/codec (AES-256-GCM) with PayloadKeys,
+// or without encryption when it is off. Code that decodes payloads read
+// from history should use it too.
 func DataConverter() (converter.DataConverter, error) {
 	dc, _, err := dataConverter()
 	return dc, err
@@ -112,28 +150,33 @@ func DataConverter() (converter.DataConverter, error) {
 // workflows' histories needs both: a failure's details it cannot decode
 // change what the workflow code decides.
 func Converters() (converter.DataConverter, converter.FailureConverter, error) {
-	dc, kr, err := dataConverter()
+	kr, err := PayloadKeys()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("payload encryption keys: %w", err)
 	}
+	dc, fc := ConvertersFor(kr)
+	return dc, fc, nil
+}
+
+// ConvertersFor are Converters for the key ring kr (nil: no encryption).
+func ConvertersFor(kr *codec.Keyring) (converter.DataConverter, converter.FailureConverter) {
 	if kr == nil {
-		return dc, temporal.GetDefaultFailureConverter(), nil
+		return converter.GetDefaultDataConverter(), temporal.GetDefaultFailureConverter()
 	}
+	dc := codec.DataConverter(kr)
 	return dc, temporal.NewDefaultFailureConverter(temporal.DefaultFailureConverterOptions{
 		DataConverter: dc, EncodeCommonAttributes: true,
-	}), nil
+	})
 }
 
 // dataConverter also returns the key ring, nil when encryption is off.
 func dataConverter() (converter.DataConverter, *codec.Keyring, error) {
-	kr, err := codec.LoadFromEnv()
+	kr, err := PayloadKeys()
 	if err != nil {
 		return nil, nil, fmt.Errorf("payload encryption keys: %w", err)
 	}
-	if kr == nil {
-		return converter.GetDefaultDataConverter(), nil, nil
-	}
-	return codec.DataConverter(kr), kr, nil
+	dc, _ := ConvertersFor(kr)
+	return dc, kr, nil
 }
 
 // DialOption adjusts the client options Dial builds.
@@ -177,6 +220,8 @@ func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (clie
 			return nil, err
 		}
 		logger.Info("payload encryption on", "active_key", kr.Active, "key_ids", kr.IDs())
+	} else {
+		logger.Warn("PAYLOAD_ENCRYPTION=off: claim data reaches the Temporal server in clear, and anyone who reaches its frontend can read it (development only)")
 	}
 	for _, o := range options {
 		o(&opts)

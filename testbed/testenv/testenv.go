@@ -21,8 +21,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durableclaims/durableclaims/internal/codec"
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/testbed/serversettings"
 	"github.com/durableclaims/durableclaims/testbed/stripesim"
 )
@@ -266,4 +269,66 @@ func (s *Supervised) Kill() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		_ = s.cmd.Process.Kill()
 	}
+}
+
+// Keys are a test's payload keys (every program here encrypts claim data by
+// default): Env names their file for the programs it runs
+// (CODEC_KEYS_FILE=…), Client reads and writes what they do, and CodecURL
+// is a codec server for the Temporal CLI (--codec-endpoint).
+type Keys struct {
+	Env      string
+	Client   client.Client
+	CodecURL string
+}
+
+// PayloadKeys makes a key file under dir, a client of hostPort's namespace
+// that uses it, and a codec server, all stopped when the test ends.
+func PayloadKeys(t testing.TB, dir, hostPort, namespace string) Keys {
+	t.Helper()
+	path := filepath.Join(dir, "codec-keys.json")
+	kr, err := codec.CreateFile(path, "test")
+	require.NoError(t, err)
+	dc, fc := config.ConvertersFor(kr)
+	c, err := client.Dial(client.Options{HostPort: hostPort, Namespace: namespace, Logger: quietSDKLogger(),
+		DataConverter: dc, FailureConverter: fc})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	cd, err := codec.New(kr)
+	require.NoError(t, err)
+	srv := httptest.NewServer(converter.NewPayloadCodecHTTPHandler(cd))
+	t.Cleanup(srv.Close)
+	return Keys{Env: codec.EnvKeysFile + "=" + path, Client: c, CodecURL: srv.URL}
+}
+
+// ClientFor is a client of namespace on the Temporal server env names
+// (TEMPORAL_ADDRESS), with the payload keys env names (CODEC_KEYS_FILE):
+// what the programs run with env read and write.
+func ClientFor(t testing.TB, env []string, namespace string) client.Client {
+	t.Helper()
+	o := client.Options{Namespace: namespace, Logger: quietSDKLogger()}
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "TEMPORAL_ADDRESS="); ok {
+			o.HostPort = v
+		}
+	}
+	o.DataConverter, o.FailureConverter = Converters(t, env)
+	c, err := client.Dial(o)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// Converters are the data and failure converters of the programs run with
+// env: encrypted with the keys CODEC_KEYS_FILE names, or plain without.
+func Converters(t testing.TB, env []string) (converter.DataConverter, converter.FailureConverter) {
+	t.Helper()
+	var kr *codec.Keyring
+	for _, kv := range env {
+		if path, ok := strings.CutPrefix(kv, codec.EnvKeysFile+"="); ok {
+			var err error
+			kr, err = codec.LoadFile(path)
+			require.NoError(t, err)
+		}
+	}
+	return config.ConvertersFor(kr)
 }

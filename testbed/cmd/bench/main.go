@@ -35,11 +35,13 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/codec"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/testbed/cluster"
@@ -232,10 +234,13 @@ func (o options) want(name string) bool {
 
 // env is everything a run starts.
 type env struct {
-	dir      string
-	server   *testsuite.DevServer
-	devPID   int // the dev server's process, for its CPU time
-	client   client.Client
+	dir    string
+	server *testsuite.DevServer
+	devPID int // the dev server's process, for its CPU time
+	client client.Client
+	// dc and fc encrypt payloads with the run's key (start).
+	dc       converter.DataConverter
+	fc       converter.FailureConverter
 	sim      *stripesim.Server
 	simURL   string
 	commits  *commitLog
@@ -466,9 +471,20 @@ func (e *env) start() error {
 	if err != nil {
 		return err
 	}
+	// Payloads are encrypted, as by default everywhere: with a key made for
+	// this run, which every process the bench starts inherits.
+	keys := filepath.Join(e.dir, "codec-keys.json")
+	kr, err := codec.CreateFile(keys, "bench")
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv(codec.EnvKeysFile, keys); err != nil {
+		return err
+	}
+	e.dc, e.fc = config.ConvertersFor(kr)
 	e.server, err = testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
 		ExistingPath: e.o.temporal,
-		ClientOptions: &client.Options{Namespace: "default", Logger: quiet,
+		ClientOptions: &client.Options{Namespace: "default", Logger: quiet, DataConverter: e.dc, FailureConverter: e.fc,
 			ConnectionOptions: client.ConnectionOptions{GrpcCompression: compression}},
 		LogLevel:  "error",
 		Stdout:    io.Discard,

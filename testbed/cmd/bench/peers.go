@@ -894,7 +894,9 @@ func (w *peerWorld) durableclaims(ctx context.Context, name string) (peerEngine,
 	if err != nil {
 		return nil, err
 	}
-	if d.client, err = client.Dial(c.ClientOptions(temporalauth.RoleAdmin)); err != nil {
+	o := c.ClientOptions(temporalauth.RoleAdmin)
+	o.DataConverter, o.FailureConverter = e.dc, e.fc
+	if d.client, err = client.Dial(o); err != nil {
 		c.Stop()
 		return nil, err
 	}

@@ -118,7 +118,9 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 		if err != nil {
 			return scaleTarget{}, nil, fmt.Errorf("scaling: cluster: %w", err)
 		}
-		cl, err := client.Dial(c.ClientOptions(temporalauth.RoleStarter))
+		o := c.ClientOptions(temporalauth.RoleStarter)
+		o.DataConverter, o.FailureConverter = e.dc, e.fc
+		cl, err := client.Dial(o)
 		if err != nil {
 			c.Stop()
 			return scaleTarget{}, nil, err

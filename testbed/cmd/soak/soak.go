@@ -25,6 +25,8 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/codec"
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
@@ -46,7 +48,8 @@ type soak struct {
 	sim      *stripesim.Server
 	simHTTP  *http.Server
 	simURL   string
-	client   client.Client
+	client   client.Client // claimsctl's identity: reads, as the operator's tool does
+	starts   client.Client // the starter's identity: starts claims
 	store    *store.Store
 	docs     *blobs.Store
 	blobURL  string
@@ -186,7 +189,7 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 		both.Wait()
 		restarted <- errors.Join(serverErr, pgErr)
 	})
-	st := &starter{client: s.client, store: s.store, docs: s.docs, rate: s.o.Rate}
+	st := &starter{client: s.starts, store: s.store, docs: s.docs, rate: s.o.Rate}
 	started := make(chan error, 1)
 	background.Go(func() { started <- st.run(runCtx, plan) })
 
@@ -445,18 +448,36 @@ func (s *soak) startStripe() error {
 }
 
 // dial connects the soak's own client; its SDK log goes to a file, since
-// every call during the server restart logs a retry.
+// every call during the server restart logs a retry. Payloads are
+// encrypted, as by default everywhere: with a key made for this run, which
+// the workers and the CLI calls inherit (CODEC_KEYS_FILE).
 func (s *soak) dial(ctx context.Context) error {
 	f, err := os.OpenFile(filepath.Join(s.dir, "client.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
+	keys := filepath.Join(s.dir, "codec-keys.json")
+	kr, err := codec.CreateFile(keys, "soak")
+	if err != nil {
+		return err
+	}
+	if err := os.Setenv(codec.EnvKeysFile, keys); err != nil {
+		return err
+	}
+	dc, fc := config.ConvertersFor(kr)
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, creds := s.server.auth(temporalauth.RoleClaimsctl)
-	s.client, err = client.DialContext(dctx, client.Options{HostPort: s.server.hostPort(), Namespace: "default", Logger: logger, Credentials: creds,
-		ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}}) // both servers are plaintext on loopback
+	as := func(role string) (client.Client, error) {
+		_, creds := s.server.auth(role)
+		return client.DialContext(dctx, client.Options{HostPort: s.server.hostPort(), Namespace: "default", Logger: logger, Credentials: creds,
+			DataConverter: dc, FailureConverter: fc,
+			ConnectionOptions: client.ConnectionOptions{TLSDisabled: true}}) // both servers are plaintext on loopback
+	}
+	if s.client, err = as(temporalauth.RoleClaimsctl); err != nil {
+		return err
+	}
+	s.starts, err = as(temporalauth.RoleStarter)
 	return err
 }
 
@@ -491,8 +512,10 @@ func (s *soak) stopWorkers() {
 // It runs on every path out of run, errors and Ctrl-C included.
 func (s *soak) tearDown() {
 	s.stopWorkers()
-	if s.client != nil {
-		s.client.Close()
+	for _, c := range []client.Client{s.client, s.starts} {
+		if c != nil {
+			c.Close()
+		}
 	}
 	if s.server != nil {
 		s.server.stop(10 * time.Second)
