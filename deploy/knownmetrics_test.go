@@ -94,6 +94,7 @@ var ourMetrics = []ourMetric{
 		"tool":    {"lookup_policy", "get_document_text", "prior_claims", "flag_fraud_signal", "unknown"},
 		"outcome": {"ok", "refused"}}},
 	{metrics.TriageReviews, counter, "", map[string][]string{"cause": {"cap", "model"}}},
+	{metrics.DeploymentUnknownBuilds, gauge, "", nil},
 	{metrics.ActivityRefusals, counter, "", map[string][]string{
 		"activity": {"LoadClaim", "OpenApproval", "CallTool", "TriageTurn", "TriageClaim", "AssessClaim", "PayClaimant",
 			"NotifyClaimant", "RemindApprovers", "EscalateApproval", "CloseClaim", "WriteAudit", "ReconcilePayments", "other"},

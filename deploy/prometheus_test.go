@@ -113,16 +113,17 @@ var alertSpecs = map[string]struct {
 	reads    []string
 	forDur   string
 }{
-	"IdempotencyConflict":   {"critical", []string{"idempotency_conflicts_total"}, ""},
-	"ActivityRefused":       {"critical", []string{"activity_refusals_total"}, ""},
-	"ClaimsDeadLettered":    {"warning", []string{"claims_completed_total"}, ""},
-	"PaymentDiscrepancy":    {"critical", []string{"reconciliation_last_run_unmatched", "reconciliation_discrepancies_total"}, ""},
-	"ApprovalsPastDeadline": {"warning", []string{"approvals_waiting"}, "1h"},
-	"ResumeRateHigh":        {"warning", []string{"claim_resumes_total", "claims_completed_total"}, "15m"},
-	"HistoryBudgetExceeded": {"warning", []string{"claim_history_budget_exceeded_total"}, ""},
-	"ModelAnswersUnusable":  {"warning", []string{"triage_reviews_total"}, ""},
-	"WorkerDown":            {"critical", []string{"up"}, "1m"},
-	"WorkersAbsent":         {"critical", []string{"up"}, "2m"},
+	"IdempotencyConflict":            {"critical", []string{"idempotency_conflicts_total"}, ""},
+	"ActivityRefused":                {"critical", []string{"activity_refusals_total"}, ""},
+	"DeploymentRoutedToUnknownBuild": {"critical", []string{"deployment_unknown_builds"}, ""},
+	"ClaimsDeadLettered":             {"warning", []string{"claims_completed_total"}, ""},
+	"PaymentDiscrepancy":             {"critical", []string{"reconciliation_last_run_unmatched", "reconciliation_discrepancies_total"}, ""},
+	"ApprovalsPastDeadline":          {"warning", []string{"approvals_waiting"}, "1h"},
+	"ResumeRateHigh":                 {"warning", []string{"claim_resumes_total", "claims_completed_total"}, "15m"},
+	"HistoryBudgetExceeded":          {"warning", []string{"claim_history_budget_exceeded_total"}, ""},
+	"ModelAnswersUnusable":           {"warning", []string{"triage_reviews_total"}, ""},
+	"WorkerDown":                     {"critical", []string{"up"}, "1m"},
+	"WorkersAbsent":                  {"critical", []string{"up"}, "2m"},
 }
 
 // checkRules checks an alert rule file: Prometheus' own rule file parser

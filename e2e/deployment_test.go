@@ -3,13 +3,18 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/internal/config"
@@ -165,4 +170,74 @@ func TestWorkerUnversioned(t *testing.T) {
 	assert.Empty(t, info.GetDeploymentVersion().GetBuildId())
 	cur, _ := w.deployment()
 	assert.Empty(t, cur)
+}
+
+// TestARoutingHijackIsReported is issue 42's second attack on the dev
+// server: a client with frontend access alone polls as a build of its own,
+// makes that build the deployment's current version, and so would receive
+// every new claim. The worker reports it within a minute, in its log (an
+// alert naming the build) and its metrics, because the build never ran as
+// a worker on the claims store: whoever reaches the frontend cannot write
+// there. Routed back, the alert clears.
+func TestARoutingHijackIsReported(t *testing.T) {
+	w := newWorld(t)
+	metricsAddr := freePort(t)
+	worker := testenv.Supervise(t, append(append([]string{}, w.env...), "METRICS_ADDR="+metricsAddr), filepath.Join(w.bin, "worker"))
+
+	thief, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
+	require.NoError(t, err)
+	defer thief.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	h := thief.WorkerDeploymentClient().GetHandle(config.DefaultDeploymentName)
+	var ours string
+	require.Eventually(t, func() bool {
+		d, err := h.Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+		if err == nil && d.Info.RoutingConfig.CurrentVersion != nil {
+			ours = d.Info.RoutingConfig.CurrentVersion.BuildID
+		}
+		return ours != ""
+	}, time.Minute, 100*time.Millisecond, "the worker's build never became current")
+
+	// The thief's build exists once it polls.
+	const rogue = "rogue-build-1"
+	pctx, stopPolling := context.WithCancel(ctx)
+	defer stopPolling()
+	go func() {
+		for pctx.Err() == nil {
+			_, _ = thief.WorkflowService().PollWorkflowTaskQueue(pctx, &workflowservice.PollWorkflowTaskQueueRequest{
+				Namespace: "default", Identity: "thief",
+				TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+				DeploymentOptions: &deploymentpb.WorkerDeploymentOptions{DeploymentName: config.DefaultDeploymentName, BuildId: rogue,
+					WorkerVersioningMode: enumspb.WORKER_VERSIONING_MODE_VERSIONED}})
+		}
+	}()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: rogue, Identity: "thief"})
+		assert.NoError(ct, err)
+	}, time.Minute, 200*time.Millisecond, "the dev server lets anyone route")
+	hijacked := time.Now()
+
+	require.Eventually(t, func() bool {
+		return strings.Contains(worker.Output(), "alert=deployment_unknown_build") && strings.Contains(worker.Output(), rogue)
+	}, time.Minute, 200*time.Millisecond, "the worker never reported the hijack:\n%s", worker.Output())
+	t.Logf("reported %v after the hijack", time.Since(hijacked).Round(100*time.Millisecond))
+	assert.Contains(t, worker.Output(), "last_modified_by=thief")
+	assert.Equal(t, 1.0, gauge(scrape(t, metricsAddr), "deployment_unknown_builds"))
+
+	// Routed back to the worker's own build, the alert clears.
+	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: ours, IgnoreMissingTaskQueues: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return gauge(scrape(t, metricsAddr), "deployment_unknown_builds") == 0 },
+		time.Minute, 500*time.Millisecond, "the gauge never cleared")
+}
+
+// gauge is the value of an unlabelled (or singly exported) series.
+func gauge(text, name string) float64 {
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? ([0-9.e+-]+)$`).FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
 }

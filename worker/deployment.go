@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -30,6 +32,8 @@ type role struct {
 	current, ramping bool
 	percent          float32
 	currentBuild     string // the deployment's current build, "" when unversioned
+	rampingBuild     string // the build it ramps to, "" when none
+	modifiedBy       string // who last changed the routing, as they named themselves
 }
 
 func (r role) String() string {
@@ -53,23 +57,51 @@ func (r role) String() string {
 // current version, so make demo, a fresh cluster and every test need no
 // extra command; with never, routing is the operator's alone (a rollout).
 // The conflict token makes a promotion lose cleanly to another worker's
-// or an operator's change made meanwhile. It returns when ctx ends.
-func watchDeployment(ctx context.Context, c client.Client, d config.Deployment, logger *slog.Logger) {
+// or an operator's change made meanwhile. A current or ramping build that
+// never ran on this claims store (strangers) is an alert, and unknown
+// counts them. It returns when ctx ends.
+func watchDeployment(ctx context.Context, c client.Client, d config.Deployment, builds Builds, unknown func(n int), logger *slog.Logger) {
 	if !d.Versioning {
 		logger.Warn("WORKER_VERSIONING=false: this worker polls unversioned; a deployment's current version, if any, takes the claims instead")
 		return
 	}
 	h := c.WorkerDeploymentClient().GetHandle(d.Name)
 	log := logger.With("deployment", d.Name, "build_id", d.BuildID)
-	var last string
+	var last, lastStrangers string
 	wait := time.Second
 	var failingSince time.Time
 	warned := false
 	for {
 		r, err := promoteIfNone(ctx, h, d, log)
+		if err == nil {
+			if s, serr := strangers(ctx, builds, d, r); serr != nil {
+				log.Debug("routed builds not checked against the claims store", "error", serr)
+			} else {
+				unknown(len(s))
+				if key := strings.Join(s, ","); key != lastStrangers {
+					lastStrangers = key
+					if key != "" {
+						log.Error("ALERT: the deployment routes claims to a build that never ran as a worker on this claims store: "+
+							"someone who reaches the Temporal frontend routed it, and it takes the claims' tasks "+
+							"(route back: temporal worker deployment set-current-version; docs/operations.md)",
+							"alert", "deployment_unknown_build", "builds", s, "current", r.currentBuild, "ramping", r.rampingBuild,
+							"last_modified_by", r.modifiedBy)
+					}
+				}
+			}
+		}
+		var refused *routingRefused
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.As(err, &refused):
+			// A server of the insurer's own lets only an operator route
+			// (temporalserver/authz): the first deploy is theirs too.
+			log.Warn("worker deployment has no current version, and this worker may not make its build current on this server: "+
+				"an operator does (temporal worker deployment set-current-version --deployment-name "+d.Name+" --build-id "+d.BuildID+
+				"; docs/operations.md)", "error", refused.err)
+			d.Promote = config.PromoteNever
+			wait = time.Second
 		case err != nil:
 			// The deployment appears with the first poll of its first
 			// version; until then, and while the server is away, ask
@@ -120,6 +152,7 @@ func promoteIfNone(ctx context.Context, h client.WorkerDeploymentHandle, d confi
 		return role{}, err
 	}
 	r := roleOf(desc.Info.RoutingConfig, d.BuildID)
+	r.modifiedBy = desc.Info.LastModifierIdentity
 	if r.current || r.currentBuild != "" || d.Promote != config.PromoteIfNone {
 		return r, nil
 	}
@@ -136,6 +169,10 @@ func promoteIfNone(ctx context.Context, h client.WorkerDeploymentHandle, d confi
 	_, err = h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{
 		BuildID: d.BuildID, ConflictToken: desc.ConflictToken})
 	var pre *serviceerror.FailedPrecondition
+	var denied *serviceerror.PermissionDenied
+	if errors.As(err, &denied) {
+		return role{}, &routingRefused{err}
+	}
 	if errors.As(err, &pre) {
 		// Another worker or an operator changed the routing since we
 		// read it, or the server has not yet seen this version poll.
@@ -154,9 +191,48 @@ func roleOf(rc client.WorkerDeploymentRoutingConfig, buildID string) role {
 		r.currentBuild = rc.CurrentVersion.BuildID
 		r.current = r.currentBuild == buildID
 	}
-	if rc.RampingVersion != nil && rc.RampingVersion.BuildID == buildID && rc.RampingVersionPercentage > 0 {
+	if rc.RampingVersion != nil && rc.RampingVersionPercentage > 0 {
 		// At 0 % (a ramp the CLI's --delete ended) it takes nothing.
-		r.ramping, r.percent = true, rc.RampingVersionPercentage
+		r.rampingBuild = rc.RampingVersion.BuildID
+		if r.rampingBuild == buildID {
+			r.ramping, r.percent = true, rc.RampingVersionPercentage
+		}
 	}
 	return r
+}
+
+// Builds is what the claims store knows of the builds that ran as workers
+// on it (store.RecordBuild, KnownBuild).
+type Builds interface {
+	KnownBuild(ctx context.Context, deployment, build string) (bool, error)
+}
+
+// strangers are the builds routing sends claims to that never ran as a
+// worker on this claims store: a deploy starts its workers (which record
+// their build) before an operator routes to them, so a stranger was routed
+// to by someone who reaches the Temporal frontend, and takes the claims'
+// tasks (docs/operations.md, "A frontend that asks who is calling").
+func strangers(ctx context.Context, builds Builds, d config.Deployment, r role) ([]string, error) {
+	var out []string
+	for _, b := range []string{r.currentBuild, r.rampingBuild} {
+		if b == "" || b == d.BuildID || slices.Contains(out, b) {
+			continue
+		}
+		known, err := builds.KnownBuild(ctx, d.Name, b)
+		if err != nil {
+			return nil, err
+		}
+		if !known {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// routingRefused: the server let this worker read its deployment but not
+// route it.
+type routingRefused struct{ err error }
+
+func (r *routingRefused) Error() string {
+	return "setting the current version refused: " + r.err.Error()
 }

@@ -89,3 +89,32 @@ func TestPromoteOnlyADeploymentNobodyRouted(t *testing.T) {
 	assert.Equal(t, "current", r.String())
 	assert.Empty(t, current.promoted)
 }
+
+type knownBuilds map[string]bool
+
+func (k knownBuilds) KnownBuild(_ context.Context, _, build string) (bool, error) {
+	return k[build], nil
+}
+
+// Routing to a build that ran on the claims store is a deploy; to one that
+// never did, an alert; this worker's own build is never a stranger.
+func TestStrangersAreBuildsThatNeverRanHere(t *testing.T) {
+	d := config.Deployment{Versioning: true, Name: "durableclaims", BuildID: "b1"}
+	known := knownBuilds{"b1": true, "b2": true}
+	for name, tc := range map[string]struct {
+		r    role
+		want []string
+	}{
+		"our build current":            {role{current: true, currentBuild: "b1"}, nil},
+		"the next deploy current":      {role{currentBuild: "b2"}, nil},
+		"the next deploy ramping":      {role{current: true, currentBuild: "b1", rampingBuild: "b2"}, nil},
+		"a stranger current":           {role{currentBuild: "rogue"}, []string{"rogue"}},
+		"a stranger ramping":           {role{current: true, currentBuild: "b1", rampingBuild: "rogue"}, []string{"rogue"}},
+		"unversioned":                  {role{}, nil},
+		"a stranger current and ramps": {role{currentBuild: "rogue", rampingBuild: "rogue"}, []string{"rogue"}},
+	} {
+		got, err := strangers(context.Background(), known, d, tc.r)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, name)
+	}
+}

@@ -197,6 +197,11 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	// the build whose workflow task took it (workflows.WorkerBuild; the
 	// server records the same ID with each task it completes).
 	acts.BuildID = deployment.BuildID
+	// This build ran here: routing to one that never did is an alert
+	// (watchDeployment).
+	if err := acts.Store.RecordBuild(context.Background(), deployment.Name, deployment.BuildID); err != nil {
+		return err
+	}
 	w := worker.New(c, queue, opts)
 	workflows.Register(w)
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
@@ -243,7 +248,11 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	// deployment has none (worker/deployment.go).
 	dctx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan struct{})
-	go func() { defer close(watched); watchDeployment(dctx, c, deployment, logger) }()
+	unknownBuilds := prometheus.Handler.Gauge(metrics.DeploymentUnknownBuilds)
+	go func() {
+		defer close(watched)
+		watchDeployment(dctx, c, deployment, acts.Store, func(n int) { unknownBuilds.Update(float64(n)) }, logger)
+	}()
 	err = w.Run(worker.InterruptCh())
 	stopWatch()
 	<-watched

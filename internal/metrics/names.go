@@ -23,6 +23,11 @@ const (
 	// had no authority for them: a foreign run, a closed claim, a payout the
 	// store and the receipts do not allow. Each is an alert.
 	ActivityRefusals = "activity_refusals" // counter {activity, code}
+	// DeploymentUnknownBuilds is how many builds the Worker Deployment's
+	// routing sends claims to that never ran as a worker on this claims
+	// store: anything but 0 is an alert (someone routed claims to a build
+	// of their own).
+	DeploymentUnknownBuilds = "deployment_unknown_builds" // gauge
 
 	// The model, counted where it is called (every real call, resumed runs
 	// included: what the provider bills).

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// RecordBuild notes that build ran as a worker of deployment on this store
+// (a worker calls it as it starts). Only a process that holds the store
+// can: whoever merely reaches the Temporal frontend cannot.
+func (s *Store) RecordBuild(ctx context.Context, deployment, build string) error {
+	now := s.ts(s.stamp())
+	if _, err := s.exec(ctx, `INSERT INTO worker_builds (deployment, build_id, first_seen, last_seen) VALUES (?, ?, ?, ?)
+		ON CONFLICT (deployment, build_id) DO UPDATE SET last_seen = excluded.last_seen`, deployment, build, now, now); err != nil {
+		return fmt.Errorf("store: record build %s of %s: %w", build, deployment, err)
+	}
+	return nil
+}
+
+// KnownBuild says whether build ever ran as a worker of deployment on this
+// store.
+func (s *Store) KnownBuild(ctx context.Context, deployment, build string) (bool, error) {
+	var n int
+	if err := s.queryRow(ctx, `SELECT COUNT(*) FROM worker_builds WHERE deployment = ? AND build_id = ?`, deployment, build).Scan(&n); err != nil {
+		return false, fmt.Errorf("store: build %s of %s: %w", build, deployment, err)
+	}
+	return n > 0, nil
+}
