@@ -39,6 +39,7 @@ var notShipped = map[string]bool{
 	"./testbed/cmd/bench":   true, // a benchmark harness for `make bench`, not a service
 	"./testbed/cmd/soak":    true, // the chaos soak for `make soak`, not a service
 	"./testbed/cmd/cluster": true, // a local Temporal server on PostgreSQL for `make cluster`, not a service
+	"./temporalserver":      true, // its own module, in its own image: deploy/temporal/Dockerfile (TestTemporalServerImage)
 }
 
 type instruction struct {
@@ -154,11 +155,16 @@ func goBuilds(s stage) []goBuild {
 	return builds
 }
 
+// temporalService builds an image of its own, the Temporal server with
+// durableclaims' authorizer (TestTemporalServerImage); every other built
+// service shares the one image of ./Dockerfile.
+const temporalService = "temporal"
+
 func readDockerfile(t *testing.T, root string, p *types.Project) []stage {
 	t.Helper()
 	var path string
 	for _, s := range p.AllServices() {
-		if s.Build == nil {
+		if s.Build == nil || s.Name == temporalService {
 			continue
 		}
 		df := s.Build.Dockerfile
@@ -184,7 +190,7 @@ func TestBuiltServicesShareOneImage(t *testing.T) {
 	images := map[string]bool{}
 	var built []string
 	for _, s := range p.AllServices() {
-		if s.Build == nil {
+		if s.Build == nil || s.Name == temporalService {
 			continue
 		}
 		built = append(built, s.Name)
@@ -366,7 +372,7 @@ func TestDockerfileRuntimeStage(t *testing.T) {
 		}
 	}
 	for _, s := range p.AllServices() {
-		if s.Build == nil {
+		if s.Build == nil || s.Name == temporalService {
 			continue
 		}
 		require.NotEmpty(t, s.Command, "%s must choose its binary", s.Name)
@@ -450,4 +456,45 @@ COPY --from=build /out/ /usr/local/bin/
 	for _, b := range builds {
 		assert.NotEqual(t, "./claimsctl", b.pkg)
 	}
+}
+
+// The Temporal server's image: temporalserver/ (its own module, pinned to
+// the server version the compose stack and make cluster run) built with
+// the same Go as go.mod wants, onto the auto-setup image of that version,
+// as the binary its entrypoint starts.
+func TestTemporalServerImage(t *testing.T) {
+	root := repoRoot(t)
+	tmp := service(t, loadRepo(t), temporalService)
+	require.NotNil(t, tmp.Build)
+	assert.Equal(t, root, tmp.Build.Context)
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "temporal", "Dockerfile"))
+	require.NoError(t, err)
+	stages := parseDockerfile(string(b))
+	require.Len(t, stages, 2)
+	build, final := stages[0], stages[1]
+
+	m := regexp.MustCompile(`^golang:(\d+)\.(\d+)\.(\d+)-bookworm$`).FindStringSubmatch(build.image)
+	require.NotNil(t, m, "build stage must be an exact golang:X.Y.Z-bookworm tag, got %q", build.image)
+	gomod, err := os.ReadFile(filepath.Join(root, "temporalserver", "go.mod"))
+	require.NoError(t, err)
+	gm := goDirective.FindStringSubmatch(string(gomod))
+	require.NotNil(t, gm, "temporalserver/go.mod go directive")
+	assert.GreaterOrEqual(t, version(m[1:]), version(gm[1:]))
+	server := regexp.MustCompile(`(?m)^\s*(?:require )?go\.temporal\.io/server (v1\.(\d+)\.\d+)$`).FindStringSubmatch(string(gomod))
+	require.NotNil(t, server, "temporalserver/go.mod requires go.temporal.io/server directly")
+
+	builds := goBuilds(build)
+	require.Len(t, builds, 1)
+	assert.Equal(t, ".", builds[0].pkg)
+	assert.Contains(t, builds[0].flags, "-trimpath")
+	assert.Equal(t, "/out/temporal-server", builds[0].out)
+
+	assert.True(t, strings.HasPrefix(final.image, "temporalio/auto-setup:1."+server[2]+"."), "the image's server line %q is the module's %s", final.image, server[1])
+	copied := false
+	for _, in := range final.ins {
+		if in.cmd == "COPY" && in.args == "--from=build /out/temporal-server /usr/local/bin/temporal-server" {
+			copied = true
+		}
+	}
+	assert.True(t, copied, "the image's temporal-server is ours")
 }
