@@ -251,6 +251,52 @@ func TestThePaymentAuthorisesItself(t *testing.T) {
 	require.NoError(t, err, "10,000.00 is not above the threshold")
 }
 
+// The payment pays only a claim the system of record still holds open,
+// whatever the workflow that asks read: workflow code that is not ours (a
+// rogue worker taking the run's tasks) skips the workflow's re-read after
+// the wait, and the claim's own run passes forClaim even once the claim is
+// closed. It guards authorisePayout's `case rec.Status != store.StatusOpen`
+// (activities/payout.go): without it each of these claims is paid.
+func TestThePaymentRefusesAClaimNoLongerOpen(t *testing.T) {
+	f := newFakeStripe(t)
+	a := newActivities(t, f)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		status string
+		end    func(id string)
+	}{
+		{store.StatusWithdrawn, func(id string) {
+			_, err := a.Store.Withdraw(ctx, id)
+			require.NoError(t, err)
+		}},
+		{"rejected", func(id string) {
+			_, _, err := a.Store.CloseClaim(ctx, id, claim.StepKey(id, claim.StepClose), "rejected", "", 0)
+			require.NoError(t, err)
+		}},
+	} {
+		status := tc.status
+		c := registerFor(t, a, "claim-"+status, 64000, testRun) // under the auto-approve limit: no receipt needed
+		tc.end(c.ID)
+		_, err := as[PayResult](t, a, runOf(c.ID, testRun, false), a.PayClaimant, payInput(c.ID, 64000))
+		assert.Error(t, err, "%s: paid", status)
+		assert.Equal(t, ErrPaymentUnauthorised, appErrType(err), "%s: %v", status, err)
+		assert.True(t, nonRetryableErr(err), status)
+
+		refused, err := a.Store.Refusals(ctx, c.ID)
+		require.NoError(t, err)
+		if assert.Len(t, refused, 1, status) {
+			assert.Equal(t, "not-open", refused[0].Code, status)
+			assert.Equal(t, "PayClaimant", refused[0].Decision, status)
+		}
+		assert.Len(t, transfers(t, a, c.ID), 0, "%s: nothing paid", status)
+		_, err = a.Store.Payout(ctx, c.ID)
+		assert.ErrorIs(t, err, store.ErrNotFound, "%s: no payout reserved", status)
+		rec, err := a.Store.GetClaim(ctx, c.ID)
+		require.NoError(t, err)
+		assert.Equal(t, status, rec.Status, "the claim stays as it was")
+	}
+}
+
 // The close and the notice need their facts: paid needs the claim's payout
 // paid by the named transfer; the claimant's e-mail goes to the address
 // the system of record holds.
