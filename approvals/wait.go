@@ -181,19 +181,7 @@ type Hooks struct {
 // timers are durable; the worker holds nothing meanwhile.
 func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, error) {
 	pol := w.Policy.WithDefaults()
-	now := workflow.Now(ctx).UTC()
-	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
-		Stage: StageWaiting, Deadline: now.Add(pol.TTL), open: true}
-	a.EscalatesAt, a.ExpiresAt = a.Deadline, a.Deadline.Add(pol.EscalationTTL)
-	if pol.ReminderAt < 1 && hooks.Remind != nil {
-		a.RemindAt = now.Add(time.Duration(float64(pol.TTL) * pol.ReminderAt))
-	}
-	if w.Trust != nil {
-		a.Quorum = 1
-		if w.Trust.FourEyesAboveMinor > 0 && w.Request.AmountMinor > w.Trust.FourEyesAboveMinor {
-			a.Quorum = 2
-		}
-	}
+	a := opened(w, pol, workflow.Now(ctx).UTC(), hooks.Remind != nil)
 	g.current, g.wait, g.hooks, g.rechecks, g.recheck, g.changed = a, w, hooks, 0, false, false
 	g.past = append(g.past, a)
 	err := g.await(ctx, a, w, pol, hooks)
@@ -202,6 +190,25 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 		g.change(ctx, a)
 	}
 	return a, err
+}
+
+// opened is the wait Await opens at now: the request and its hash, the
+// timeline pol plans (a reminder only where there is one to send), and the
+// quorum, two above the four-eyes threshold.
+func opened(w Wait, pol Policy, now time.Time, remind bool) *Approval {
+	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
+		Stage: StageWaiting, Deadline: now.Add(pol.TTL), open: true}
+	a.EscalatesAt, a.ExpiresAt = a.Deadline, a.Deadline.Add(pol.EscalationTTL)
+	if pol.ReminderAt < 1 && remind {
+		a.RemindAt = now.Add(time.Duration(float64(pol.TTL) * pol.ReminderAt))
+	}
+	if w.Trust != nil {
+		a.Quorum = 1
+		if w.Trust.FourEyesAboveMinor > 0 && w.Request.AmountMinor > w.Trust.FourEyesAboveMinor {
+			a.Quorum = 2
+		}
+	}
+	return a
 }
 
 // change tells the OnChange hook the wait's state at the next revision. A
