@@ -7,6 +7,16 @@ import (
 	"go.temporal.io/sdk/temporal"
 )
 
+// The caps a run can hit, as DeadLetter.Cap names them.
+const (
+	CapSteps          = "steps"
+	CapAge            = "age"
+	CapPayout         = "payout"
+	CapModelSpend     = "model spend"
+	CapModelCapacity  = "model capacity"
+	CapApprovalRounds = "approval rounds"
+)
+
 // capError is a cap the run hit: never retried, always dead-lettered.
 type capError struct{ cap, msg string }
 

@@ -303,7 +303,7 @@ func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interf
 		// failed): they count like any other.
 		r.stepsExecuted += int(max(attempt-1, 0))
 		if rounds >= maxBudgetRounds || waited >= maxBudgetWaitPerStep {
-			return capErr("model capacity", "the %s step waited %s for model capacity over %d waits; the last: %v", p.name, waited, rounds, err)
+			return capErr(CapModelCapacity, "the %s step waited %s for model capacity over %d waits; the last: %v", p.name, waited, rounds, err)
 		}
 		rounds++
 		waited += wait
@@ -349,11 +349,11 @@ const maxBudgetWait = activities.MaxBudgetWait
 
 func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
 	if age := workflow.Now(ctx).Sub(r.started); age >= r.caps.MaxAge {
-		return capErr("age", "the run is %s old, its cap is %s", age.Round(time.Second), r.caps.MaxAge)
+		return capErr(CapAge, "the run is %s old, its cap is %s", age.Round(time.Second), r.caps.MaxAge)
 	}
 	left := r.caps.MaxSteps - r.stepsExecuted
 	if left <= 0 {
-		return capErr("steps", "%d activity executions, retries included", r.stepsExecuted)
+		return capErr(CapSteps, "%d activity executions, retries included", r.stepsExecuted)
 	}
 	local := p.runsLocal(r.pending)
 	rp := p.retry(local)
@@ -377,7 +377,7 @@ func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out in
 		var actErr *temporal.ActivityError
 		if cut && errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
 			r.stepsExecuted = r.caps.MaxSteps
-			return capErr("steps", "%d activity executions, retries included; the last: %v", r.caps.MaxSteps, err)
+			return capErr(CapSteps, "%d activity executions, retries included; the last: %v", r.caps.MaxSteps, err)
 		}
 		return err
 	}
@@ -388,7 +388,7 @@ func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out in
 // callModel runs a model activity under the spend cap as well.
 func (r *claimRun) callModel(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
 	if r.spendMicros >= r.caps.MaxModelSpendMicros {
-		return capErr("model spend", "spent %d of %d micro-dollars", r.spendMicros, r.caps.MaxModelSpendMicros)
+		return capErr(CapModelSpend, "spent %d of %d micro-dollars", r.spendMicros, r.caps.MaxModelSpendMicros)
 	}
 	return r.exec(ctx, p, fn, in, out)
 }

@@ -238,7 +238,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 			return payout, nil, nil
 		}
 		if round > maxApprovalRounds {
-			return ended(r.deadLetter(ctx, capErr("approval rounds", "the claim changed during %d approval waits", maxApprovalRounds)))
+			return ended(r.deadLetter(ctx, capErr(CapApprovalRounds, "the claim changed during %d approval waits", maxApprovalRounds)))
 		}
 		appr, err := r.approve(ctx, payout, assess.Output.Rationale, reasons)
 		if err != nil {
@@ -247,7 +247,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		r.waited()
 		switch {
 		case appr.Capped:
-			return ended(r.deadLetter(ctx, capErr("age", "the run reached its %s age cap while waiting for approval", r.caps.MaxAge)))
+			return ended(r.deadLetter(ctx, capErr(CapAge, "the run reached its %s age cap while waiting for approval", r.caps.MaxAge)))
 		case appr.Interrupted:
 			// The claim changed in the system of record while nobody had
 			// decided: the wait read it (rechecked) and ended.
@@ -410,7 +410,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		r.reason = "assessment recommends no payout: " + res.Output.Rationale
 	}
 	if r.caps.MaxPayoutMinor > 0 && payout > r.caps.MaxPayoutMinor {
-		return 0, res, capErr("payout", "payout %s is above the run's cap %s", claim.FormatAmount(payout, r.claim.Currency),
+		return 0, res, capErr(CapPayout, "payout %s is above the run's cap %s", claim.FormatAmount(payout, r.claim.Currency),
 			claim.FormatAmount(r.caps.MaxPayoutMinor, r.claim.Currency))
 	}
 	return payout, res, nil
@@ -612,7 +612,7 @@ func (r *claimRun) deadLetter(ctx workflow.Context, err error) (ClaimResult, err
 	var ce *capError
 	switch {
 	case errors.As(err, &ce):
-		dl.ErrorType = ErrCap
+		dl.ErrorType, dl.Cap = ErrCap, ce.cap
 	case errors.As(err, &appErr):
 		dl.ErrorType = appErr.Type()
 	}

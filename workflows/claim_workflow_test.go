@@ -16,11 +16,16 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"github.com/stretchr/testify/suite"
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
@@ -419,6 +424,73 @@ func (s *ClaimSuite) TestAttemptsBeforeAModelCapacityWaitCount() {
 	s.Require().NotNil(r.DeadLetter)
 	s.Equal(ErrCap, r.DeadLetter.ErrorType)
 	s.Contains(r.DeadLetter.Error, "activity executions")
+}
+
+// A step that fails retryably for ever is stopped by the step cap, not by
+// its own retry policy: the cap cuts the step's attempts to the steps left
+// and names itself in the dead letter. It guards execOnce's cut
+// (workflows/checkpoint.go: `rp.MaximumAttempts = int32(left)`, and the
+// capErr(CapSteps, …) that follows when those attempts run out). Seven
+// steps run before the payment (TestStepCap): a cap of 10 leaves it 3
+// attempts of its policy's 20.
+func (s *ClaimSuite) TestTheStepCapStopsAStepThatKeepsRetrying() {
+	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&serverRetryState{}}})
+	s.calls.payErr = temporal.NewApplicationError("stripe: 503 from the payment provider", "StripeUnavailable")
+	s.start(testClaim("claim-0074", "640.00"), Options{Caps: Caps{MaxSteps: 10}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType, r.DeadLetter.Error)
+	s.Equal(CapSteps, r.DeadLetter.Cap)
+	s.Equal(int(claim.StepPay), r.DeadLetter.Step)
+	s.Len(s.calls.keys["pay"], 3, "the payment tried as often as the cap left it, not its policy's 20 times")
+	s.Empty(s.calls.pays)
+	s.Empty(s.calls.keys["notify"], "nothing after the capped step")
+}
+
+// serverRetryState has activity failures say how they ended as the
+// Temporal server says it: a regular activity whose retryable failures
+// used up its retry policy's attempts ends in RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED,
+// where the SDK's test environment (1.51) says RETRY_STATE_UNSPECIFIED of
+// every failure, however it ended.
+type serverRetryState struct {
+	interceptor.WorkerInterceptorBase
+}
+
+func (*serverRetryState) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &serverRetryStateIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
+}
+
+type serverRetryStateIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+}
+
+func (i *serverRetryStateIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&serverRetryStateOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+}
+
+type serverRetryStateOut struct {
+	interceptor.WorkflowOutboundInterceptorBase
+}
+
+func (o *serverRetryStateOut) ExecuteActivity(ctx workflow.Context, typ string, args ...any) workflow.Future {
+	return retryStated{o.Next.ExecuteActivity(ctx, typ, args...)}
+}
+
+// retryStated is a regular activity's future, its failure restated.
+type retryStated struct{ workflow.Future }
+
+func (f retryStated) Get(ctx workflow.Context, v any) error {
+	err := f.Future.Get(ctx, v)
+	var actErr *temporal.ActivityError
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &actErr) || actErr.RetryState() != enumspb.RETRY_STATE_UNSPECIFIED || !errors.As(err, &appErr) || appErr.NonRetryable() {
+		return err
+	}
+	fc := temporal.GetDefaultFailureConverter()
+	failure := proto.Clone(fc.ErrorToFailure(err)).(*failurepb.Failure)
+	failure.GetActivityFailureInfo().RetryState = enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED
+	return fc.FailureToError(failure)
 }
 
 func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {

@@ -274,10 +274,13 @@ type ClaimResult struct {
 // DeadLetter describes a run that stopped because a step exhausted its
 // retries or failed in a way no retry fixes.
 type DeadLetter struct {
-	Step           int      `json:"step"`
-	StepName       string   `json:"step_name"`
-	Error          string   `json:"error"`
-	ErrorType      string   `json:"error_type,omitempty"`
+	Step      int    `json:"step"`
+	StepName  string `json:"step_name"`
+	Error     string `json:"error"`
+	ErrorType string `json:"error_type,omitempty"`
+	// Cap names the cap that stopped the run (ErrorType ErrCap): CapSteps,
+	// CapAge, CapPayout, CapModelSpend, CapModelCapacity, CapApprovalRounds.
+	Cap            string   `json:"cap,omitempty"`
 	UnknownEffects []string `json:"unknown_effects,omitempty"`
 }
 
