@@ -16,12 +16,7 @@ import (
 )
 
 func TestEveryClaimFileProvesItsPlaceInTheLog(t *testing.T) {
-	dir := t.TempDir()
-	private, public, err := GenerateLedgerKey("ledger-test")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "ledger.key"), []byte(private), 0o600))
-	key, err := ReadLedgerKey(filepath.Join(dir, "ledger.key"))
-	require.NoError(t, err)
+	key, public := testLedger(t)
 
 	var files [][]byte
 	var leaves [][]byte
@@ -60,8 +55,7 @@ func TestEveryClaimFileProvesItsPlaceInTheLog(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, cp.Hash, root, "two leaves swapped: another root")
 
-	_, other, err := GenerateLedgerKey("ledger-test")
-	require.NoError(t, err)
+	_, other := testLedger(t)
 	_, err = OpenCheckpoint(cp.Note, origin, other)
 	assert.Error(t, err, "another key's checkpoint")
 	_, err = OpenCheckpoint(cp.Note, Origin("staging"), public)
@@ -70,6 +64,19 @@ func TestEveryClaimFileProvesItsPlaceInTheLog(t *testing.T) {
 	edited[len(origin)+1] = '9'
 	_, err = OpenCheckpoint(edited, origin, public)
 	assert.Error(t, err, "an edited size")
+}
+
+// testLedger is a new ledger key named as the tests' insurer names theirs,
+// and its public half.
+func testLedger(t *testing.T) (LedgerKey, string) {
+	t.Helper()
+	private, public, err := GenerateLedgerKey("ledger-test")
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "ledger.key")
+	require.NoError(t, os.WriteFile(path, []byte(private), 0o600))
+	key, err := ReadLedgerKey(path)
+	require.NoError(t, err)
+	return key, public
 }
 
 // The published schema describes exactly the fields a claim file has.

@@ -68,19 +68,55 @@ type Bundle struct {
 	Documents  map[string][]byte // documents/: by the file's document name
 }
 
-// Problem is one thing that does not verify: what, and where.
+// Problem is one thing that does not verify: what, where, and, when it is
+// one of the checks that prove a claim file is the file the run wrote and
+// the log holds, which (Check).
 type Problem struct {
+	Check string `json:"check,omitempty"`
 	Where string `json:"where"`
 	What  string `json:"what"`
 }
 
-func (p Problem) String() string { return p.Where + ": " + p.What }
+func (p Problem) String() string {
+	if p.Check != "" {
+		return p.Where + ": " + p.What + " (check " + p.Check + ")"
+	}
+	return p.Where + ": " + p.What
+}
+
+// The checks that prove a claim file is the one the run wrote and the log
+// holds. Each overlaps others (a changed byte fails most of them), so each
+// is named in the Problem it raises, and each is tested on its own with a
+// file that passes all the others.
+const (
+	// CheckBlobDigest: the file's bytes have the SHA-256 its blob store key
+	// names (claim-files/<claim>/<sha256>.json).
+	CheckBlobDigest = "blob-digest"
+	// CheckStoreDigest: the file's bytes have the SHA-256 the claims
+	// store's row records.
+	CheckStoreDigest = "store-digest"
+	// CheckLogLeaf: the row's log leaf is the file's leaf hash.
+	CheckLogLeaf = "log-leaf"
+	// CheckRecordHash: the record has the digest record_sha256 declares.
+	CheckRecordHash = "record-hash"
+	// CheckInclusion: the file is in the log the checkpoint signs (a
+	// bundle's inclusion proof; online, the store's leaves have the signed
+	// root, and none is missing).
+	CheckInclusion = "inclusion"
+	// CheckCheckpoint: the checkpoint is signed with the ledger key held.
+	CheckCheckpoint = "checkpoint"
+)
 
 // Problems is every check that failed; empty: the bundle verifies.
 type Problems []Problem
 
 func (ps *Problems) add(where, format string, args ...any) {
-	*ps = append(*ps, Problem{Where: where, What: fmt.Sprintf(format, args...)})
+	ps.failed("", where, format, args...)
+}
+
+// failed adds the problem of one named check.
+func (ps *Problems) failed(check, where, format string, args ...any) {
+	*ps = append(*ps, Problem{Check: check, Where: where, What: fmt.Sprintf(format, args...)})
 }
 
 // Verify checks a bundle with nothing but what is in it: the checkpoint's
@@ -100,7 +136,7 @@ func Verify(b Bundle, ledgerKey string) (File, Problems) {
 		ps.add("claim-file.json", "schema %q, want %q", f.Schema, Schema)
 	}
 	if ledgerKey != "" && trimKey(ledgerKey) != trimKey(b.LedgerKey) {
-		ps.add("ledger.pub", "is not the ledger key you hold")
+		ps.failed(CheckCheckpoint, "ledger.pub", "is not the ledger key you hold")
 	}
 	key := b.LedgerKey
 	if ledgerKey != "" {
@@ -109,16 +145,16 @@ func Verify(b Bundle, ledgerKey string) (File, Problems) {
 	cp, err := OpenCheckpoint(b.Checkpoint, Origin(f.Namespace), key)
 	switch {
 	case err != nil:
-		ps.add("checkpoint", "%v", err)
+		ps.failed(CheckCheckpoint, "checkpoint", "%v", err)
 	case b.Proof.Size != cp.Size:
-		ps.add("proof.json", "is for a log of %d claim files, the checkpoint's has %d", b.Proof.Size, cp.Size)
+		ps.failed(CheckInclusion, "proof.json", "is for a log of %d claim files, the checkpoint's has %d", b.Proof.Size, cp.Size)
 	default:
 		hashes, err := b.Proof.Decode()
 		if err == nil {
 			err = VerifyInclusion(b.File, b.Proof.Index, hashes, cp.Checkpoint)
 		}
 		if err != nil {
-			ps.add("claim-file.json", "is not claim file %d of the log the checkpoint signs (%d files): %v", b.Proof.Index, cp.Size, err)
+			ps.failed(CheckInclusion, "claim-file.json", "is not claim file %d of the log the checkpoint signs (%d files): %v", b.Proof.Index, cp.Size, err)
 		}
 	}
 	ps = append(ps, f.Check()...)
@@ -143,7 +179,7 @@ func (f File) Check() Problems {
 	var compact bytes.Buffer
 	_ = json.Compact(&compact, f.Record)
 	if sum := sha256.Sum256(compact.Bytes()); hex.EncodeToString(sum[:]) != f.RecordSHA256 {
-		ps.add("claim-file.json record", "its SHA-256 is not record_sha256 %s", short(f.RecordSHA256))
+		ps.failed(CheckRecordHash, "claim-file.json record", "its SHA-256 is not record_sha256 %s", short(f.RecordSHA256))
 	}
 	var rec Record
 	if err := json.Unmarshal(f.Record, &rec); err != nil {

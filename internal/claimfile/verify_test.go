@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -142,3 +143,85 @@ func TestTheTimelineNamesEachTasksBuild(t *testing.T) {
 }
 
 func timestamppbOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
+
+// bundleOf is f as an auditor receives it: its bytes as logged, leaf 1 of
+// a log of three claim files, the checkpoint key signed, the inclusion
+// proof against it, and public as the bundle's ledger.pub.
+func bundleOf(t *testing.T, f File, key LedgerKey, public string) Bundle {
+	t.Helper()
+	body, err := Encode(f)
+	require.NoError(t, err)
+	leaves := [][]byte{LeafHash([]byte(`{"claim_id":"claim-0"}`)), LeafHash(body), LeafHash([]byte(`{"claim_id":"claim-2"}`))}
+	origin := Origin(f.Namespace)
+	cp, err := key.Sign(origin, leaves)
+	require.NoError(t, err)
+	hashes, err := InclusionProof(leaves, 1, uint64(len(leaves)))
+	require.NoError(t, err)
+	return Bundle{File: body, Proof: NewProof(origin, 1, uint64(len(leaves)), hashes), Checkpoint: cp.Note, LedgerKey: public}
+}
+
+// checksFailed lists the named checks of ps, each once.
+func checksFailed(ps Problems) []string {
+	var out []string
+	for _, p := range ps {
+		if p.Check != "" && !slices.Contains(out, p.Check) {
+			out = append(out, p.Check)
+		}
+	}
+	return out
+}
+
+// Each check of a bundle an auditor verifies offline fails on its own: a
+// bundle that passes every other check (made wrong before it was sealed,
+// logged and signed) fails exactly that one, and Verify names it. The
+// record hash is File.Check's `sha256(record) != record_sha256`, the
+// inclusion proof and the signed checkpoint Verify's. (The checks that
+// need the stores, blob and store digests and the log leaf, are claimsctl
+// verify's: TestVerifyNamesEachCheckThatFails.)
+func TestEachCheckOfABundleFailsOnItsOwn(t *testing.T) {
+	key, public := testLedger(t)
+	honest := provenanceFile(t, nil, nil)
+	_, ps := Verify(bundleOf(t, honest, key, public), public)
+	require.Empty(t, ps, "the honest bundle verifies")
+
+	rogue, roguePublic := testLedger(t) // the same name, another key
+	for _, tc := range []struct {
+		name, check string
+		bundle      func() Bundle
+	}{
+		{"the record edited after the ledger took its digest", CheckRecordHash, func() Bundle {
+			f := honest
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal(f.Record, &rec))
+			rec["reason"] = "rejected: written in afterwards"
+			f.Record, _ = json.Marshal(rec)
+			return bundleOf(t, f, key, public)
+		}},
+		{"a proof of another leaf", CheckInclusion, func() Bundle {
+			b := bundleOf(t, honest, key, public)
+			b.Proof.Index = 2
+			return b
+		}},
+		{"a proof for a log of another size", CheckInclusion, func() Bundle {
+			b := bundleOf(t, honest, key, public)
+			b.Proof.Size++
+			return b
+		}},
+		{"the log signed with another key, the bundle naming it", CheckCheckpoint, func() Bundle {
+			return bundleOf(t, honest, rogue, roguePublic)
+		}},
+		{"the checkpoint's signature altered", CheckCheckpoint, func() Bundle {
+			b := bundleOf(t, honest, key, public)
+			b.Checkpoint = slices.Clone(b.Checkpoint)
+			sig := len(b.Checkpoint) - 8 // a base64 digit of the signature, before its padding
+			b.Checkpoint[sig] = map[bool]byte{true: 'B', false: 'A'}[b.Checkpoint[sig] == 'A']
+			return b
+		}},
+	} {
+		_, ps := Verify(tc.bundle(), public)
+		assert.Equal(t, []string{tc.check}, checksFailed(ps), "%s: %v", tc.name, ps)
+		for _, p := range ps {
+			assert.Equal(t, tc.check, p.Check, "%s: nothing but the check fails: %v", tc.name, p)
+		}
+	}
+}
