@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -338,39 +339,39 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 	}
 	defer r.Close()
 	var ps claimfile.Problems
-	add := func(where, format string, a ...any) {
-		ps = append(ps, claimfile.Problem{Where: where, What: fmt.Sprintf(format, a...)})
+	failed := func(check, where, format string, a ...any) {
+		ps = append(ps, claimfile.Problem{Check: check, Where: where, What: fmt.Sprintf(format, a...)})
 	}
 	rows, leaves, err := claimfile.Leaves(ctx, r.st)
 	if err != nil {
-		add("store claim_files", "%v", err)
+		failed(claimfile.CheckInclusion, "store claim_files", "%v", err)
 	}
 	sizes, err := claimfile.Published(ctx, r.bs)
 	if err != nil {
 		return 0, err
 	}
 	if len(sizes) == 0 && len(rows) > 0 {
-		add("checkpoints", "none is published: nothing proves the log (claimsctl checkpoint)")
+		failed(claimfile.CheckCheckpoint, "checkpoints", "none is published: nothing proves the log (claimsctl checkpoint)")
 	}
 	var latest uint64
 	for _, size := range sizes {
 		note, err := claimfile.ReadCheckpoint(ctx, r.bs, size)
 		if err != nil {
-			add(claimfile.CheckpointKey(size), "%v", err)
+			failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "%v", err)
 			continue
 		}
 		cp, err := claimfile.OpenCheckpoint(note, claimfile.Origin(r.ns), pub)
 		switch {
 		case err != nil:
-			add(claimfile.CheckpointKey(size), "%v", err)
+			failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "%v", err)
 		case cp.Size != size:
-			add(claimfile.CheckpointKey(size), "says %d claim files", cp.Size)
+			failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "says %d claim files", cp.Size)
 		case leaves != nil && cp.Size > uint64(len(leaves)):
-			add("store claim_files", "holds %d claim files, checkpoint %d signed %d: claim files were removed", len(leaves), size, cp.Size)
+			failed(claimfile.CheckInclusion, "store claim_files", "holds %d claim files, checkpoint %d signed %d: claim files were removed", len(leaves), size, cp.Size)
 		case leaves != nil:
 			root, err := claimfile.Root(leaves[:cp.Size])
 			if err != nil || !bytes.Equal(root, cp.Hash) {
-				add("store claim_files", "its first %d leaves are not the log checkpoint %d signed: a leaf was changed, removed or reordered", cp.Size, size)
+				failed(claimfile.CheckInclusion, "store claim_files", "its first %d leaves are not the log checkpoint %d signed: a leaf was changed, removed or reordered", cp.Size, size)
 			}
 			latest = max(latest, cp.Size)
 		}
@@ -403,13 +404,15 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 	return report(what, ps), nil
 }
 
-// verifyOne checks each of a claim's files against its row, its leaf and
-// itself, and the latest against the system of record.
+// verifyOne checks each of a claim's files against its name in the blob
+// store, its row, its leaf and itself, and the latest against the system
+// of record.
 func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 	var ps claimfile.Problems
-	add := func(where, format string, a ...any) {
-		ps = append(ps, claimfile.Problem{Where: id + " " + where, What: fmt.Sprintf(format, a...)})
+	failed := func(check, where, format string, a ...any) {
+		ps = append(ps, claimfile.Problem{Check: check, Where: id + " " + where, What: fmt.Sprintf(format, a...)})
 	}
+	add := func(where, format string, a ...any) { failed("", where, format, a...) }
 	rows, err := r.st.ClaimFilesOf(ctx, id)
 	if err != nil {
 		add("store claim_files", "%v", err)
@@ -421,16 +424,21 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 	}
 	var latest claimfile.File
 	for _, row := range rows {
+		key, _ := r.bs.Key(row.URI)
 		body, err := r.body(ctx, row)
 		if err != nil {
 			add("blob store", "the claim file cannot be read: %v", err)
 			continue
 		}
-		if got := claimfile.Digest(body); got != row.SHA256 {
-			add(row.URI, "SHA-256 is %s, the store recorded %s: the claim file was changed", got[:12], row.SHA256[:12])
+		got := claimfile.Digest(body)
+		if path.Base(key) != got+".json" {
+			failed(claimfile.CheckBlobDigest, row.URI, "SHA-256 is %s, not the one it is stored under: the claim file was moved or changed", got[:12])
+		}
+		if got != row.SHA256 {
+			failed(claimfile.CheckStoreDigest, row.URI, "SHA-256 is %s, the store recorded %s: the claim file was changed", got[:12], short(row.SHA256))
 		}
 		if leaf := hex.EncodeToString(claimfile.LeafHash(body)); leaf != row.LeafHash {
-			add("log leaf "+fmt.Sprint(row.LogIndex), "is not this claim file's")
+			failed(claimfile.CheckLogLeaf, "log leaf "+fmt.Sprint(row.LogIndex), "is not this claim file's")
 		}
 		var f claimfile.File
 		if err := json.Unmarshal(body, &f); err != nil {
@@ -438,7 +446,7 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 			continue
 		}
 		for _, p := range f.Check() {
-			add(p.Where, "%s", p.What)
+			failed(p.Check, p.Where, "%s", p.What)
 		}
 		latest = f
 	}
