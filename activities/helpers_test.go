@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
@@ -217,6 +218,18 @@ func claimOf(t *testing.T, in any) string {
 
 func payInput(id string, minor int64) PayInput {
 	return PayInput{Key: claim.StepKey(id, claim.StepPay), WorkflowID: id, ClaimID: id, AmountMinor: minor, Currency: "usd", Destination: "acct_1Ada"}
+}
+
+// within waits for ch, and fails the test if nothing comes in 10 s: a
+// request that never reaches its hook fails the test, not the package's
+// timeout.
+func within(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not within 10s", what)
+	}
 }
 
 // stripesimHooks blocks (or not) every transfer before it commits.

@@ -150,26 +150,33 @@ func TestChangedParametersUnderTheSameKeyNeverPayTwice(t *testing.T) {
 	assert.Len(t, transfers(t, a, "claim-0045"), 1)
 }
 
+// A second attempt while the first holds the key at Stripe is a 409,
+// retried. The first is parked in stripesim until released: released in
+// t.Cleanup as well, which runs before the fake server's Close (registered
+// earlier), so a failed assertion ends the test instead of leaving Close
+// waiting on the parked request for the package's whole timeout.
 func TestKeyInFlightIsRetryable(t *testing.T) {
 	f := newFakeStripe(t)
 	a := newActivities(t, f)
-	release := make(chan struct{})
+	parked := make(chan struct{})
+	release := sync.OnceFunc(func() { close(parked) })
+	t.Cleanup(release)
 	entered := make(chan struct{}, 1)
-	f.sim.SetHooks(stripesimHooks(func() { entered <- struct{}{}; <-release }))
+	f.sim.SetHooks(stripesimHooks(func() { entered <- struct{}{}; <-parked }))
 
-	var wg sync.WaitGroup
-	wg.Add(1)
-	var firstErr error
-	go func() { defer wg.Done(); _, firstErr = pay(t, a, payInput("claim-0046", 184000)) }()
-	<-entered
+	first := make(chan error, 1)
+	go func() {
+		_, err := pay(t, a, payInput("claim-0046", 184000))
+		first <- err
+	}()
+	within(t, entered, "the first attempt reaches Stripe's commit")
 	f.sim.SetHooks(stripesimHooks(nil))
 	_, err := pay(t, a, payInput("claim-0046", 184000))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "idempotency_key_in_use")
 	assert.False(t, nonRetryableErr(err), "409 must be retried")
-	close(release)
-	wg.Wait()
-	require.NoError(t, firstErr)
+	release()
+	require.NoError(t, <-first)
 	assert.Len(t, transfers(t, a, "claim-0046"), 1)
 }
 

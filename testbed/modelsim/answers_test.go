@@ -346,7 +346,11 @@ func TestAnswerRuleCategoriesAreTheProvidersCategories(t *testing.T) {
 		assert.False(t, turn.Output.Triage.NeedsReview, "%s: not refused as invalid", cat)
 		assert.Equal(t, 1, sim.Calls()[0].Rule, cat)
 	}
-	enum := <-enums
+	var enum []string
+	select { // every request has been answered: a send that never came fails, never waits
+	case enum = <-enums:
+	default:
+	}
 	require.NotEmpty(t, enum, "the provider sends its category enum")
 	assert.ElementsMatch(t, enum, modelsim.TriageCategories)
 }

@@ -260,15 +260,15 @@ func TestFaultKeyInUseMatchesRealConflict(t *testing.T) {
 	const body = "amount=700&currency=usd&destination=acct_1Claimant&transfer_group=g"
 	key := http.Header{"Idempotency-Key": {"twin-key"}}
 
-	entered, unblock := h.blockFirstCommit()
+	entered, release := h.blockFirstCommit()
 	done := make(chan error, 1)
 	go func() {
 		_, err := h.sc.Transfers.New(transferParams(700, "g", "twin-key"))
 		done <- err
 	}()
-	<-entered
+	entered()
 	realResp, realBody := h.do(http.MethodPost, "/v1/transfers", body, key)
-	close(unblock)
+	release()
 	require.NoError(t, <-done)
 
 	h.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultKeyInUse})

@@ -178,17 +178,30 @@ func (h *harness) do(method, path, body string, header http.Header) (*http.Respo
 }
 
 // blockFirstCommit installs a BeforeCommit hook that parks the first request
-// to reach it (keeping its idempotency key in flight) until unblock is closed.
-// Later requests pass straight through.
-func (h *harness) blockFirstCommit() (entered, unblock chan struct{}) {
-	entered, unblock = make(chan struct{}), make(chan struct{})
+// to reach it (keeping its idempotency key in flight) until release is
+// called, or the test ends: release runs in t.Cleanup too, before the
+// server's stop (registered earlier), which would otherwise wait for the
+// parked request for ever. entered waits for that request, and fails the
+// test if none comes. Later requests pass straight through.
+func (h *harness) blockFirstCommit() (entered, release func()) {
+	in, parked := make(chan struct{}), make(chan struct{})
+	release = sync.OnceFunc(func() { close(parked) })
+	h.t.Cleanup(release)
 	var taken atomic.Bool
 	h.sim.SetHooks(stripesim.Hooks{BeforeCommit: func(*http.Request, string) error {
 		if taken.CompareAndSwap(false, true) {
-			close(entered)
-			<-unblock
+			close(in)
+			<-parked
 		}
 		return nil
 	}})
-	return entered, unblock
+	entered = func() {
+		h.t.Helper()
+		select {
+		case <-in:
+		case <-time.After(10 * time.Second):
+			h.t.Fatal("no request reached the commit within 10s")
+		}
+	}
+	return entered, release
 }

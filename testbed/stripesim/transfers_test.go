@@ -104,7 +104,7 @@ func TestIdempotencyKeyReusedWithDifferentParams(t *testing.T) {
 
 func TestKeyInUseWhileFirstRequestInFlight(t *testing.T) {
 	h := start(t, "", nil)
-	entered, unblock := h.blockFirstCommit()
+	entered, release := h.blockFirstCommit()
 
 	type result struct {
 		tr  *stripe.Transfer
@@ -115,7 +115,7 @@ func TestKeyInUseWhileFirstRequestInFlight(t *testing.T) {
 		tr, err := h.sc.Transfers.New(transferParams(700, "g", "busy-key"))
 		done <- result{tr, err}
 	}()
-	<-entered
+	entered()
 
 	_, err := h.sc.Transfers.New(transferParams(700, "g", "busy-key"))
 	se := stripeErr(t, err, http.StatusConflict, stripe.ErrorTypeInvalidRequest)
@@ -126,7 +126,7 @@ func TestKeyInUseWhileFirstRequestInFlight(t *testing.T) {
 	_, err = h.sc.Transfers.New(transferParams(701, "g", "busy-key"))
 	stripeErr(t, err, http.StatusBadRequest, stripe.ErrorTypeIdempotency)
 
-	close(unblock)
+	release()
 	first := <-done
 	require.NoError(t, first.err)
 	assert.False(t, replayed(first.tr))
@@ -423,19 +423,19 @@ func TestConcurrentRequestsWithSameKeyCreateOneTransfer(t *testing.T) {
 
 func TestAbandonedInFlightKeyIsTakenOver(t *testing.T) {
 	h := start(t, "", nil)
-	entered, unblock := h.blockFirstCommit()
+	entered, release := h.blockFirstCommit()
 	errc := make(chan error, 1)
 	go func() {
 		_, err := h.sc.Transfers.New(transferParams(100, "g", "stuck-key"))
 		errc <- err
 	}()
-	<-entered
+	entered()
 
 	h.clock.Advance(stripesim.DefaultInFlightTimeout + time.Second)
 	tr := h.create(100, "g", "stuck-key")
 	assert.False(t, replayed(tr))
 
-	close(unblock)
+	release()
 	se := stripeErr(t, <-errc, http.StatusConflict, stripe.ErrorTypeInvalidRequest)
 	assert.Equal(t, stripe.ErrorCodeIdempotencyKeyInUse, se.Code, "the stale owner must not commit")
 	assert.Equal(t, []string{tr.ID}, ids(h.listAll(nil)))
