@@ -434,7 +434,7 @@ func (s *ClaimSuite) TestAttemptsBeforeAModelCapacityWaitCount() {
 // steps run before the payment (TestStepCap): a cap of 10 leaves it 3
 // attempts of its policy's 20.
 func (s *ClaimSuite) TestTheStepCapStopsAStepThatKeepsRetrying() {
-	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&serverRetryState{}}})
+	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{serverRetryState()}})
 	s.calls.payErr = temporal.NewApplicationError("stripe: 503 from the payment provider", "StripeUnavailable")
 	s.start(testClaim("claim-0074", "640.00"), Options{Caps: Caps{MaxSteps: 10}})
 	r := s.result()
@@ -453,20 +453,10 @@ func (s *ClaimSuite) TestTheStepCapStopsAStepThatKeepsRetrying() {
 // used up its retry policy's attempts ends in RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED,
 // where the SDK's test environment (1.51) says RETRY_STATE_UNSPECIFIED of
 // every failure, however it ended.
-type serverRetryState struct {
-	interceptor.WorkerInterceptorBase
-}
-
-func (*serverRetryState) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	return &serverRetryStateIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}}
-}
-
-type serverRetryStateIn struct {
-	interceptor.WorkflowInboundInterceptorBase
-}
-
-func (i *serverRetryStateIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
-	return i.Next.Init(&serverRetryStateOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}})
+func serverRetryState() interceptor.WorkerInterceptor {
+	return &outbound{wrap: func(next interceptor.WorkflowOutboundInterceptor) interceptor.WorkflowOutboundInterceptor {
+		return &serverRetryStateOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: next}}
+	}}
 }
 
 type serverRetryStateOut struct {

@@ -125,24 +125,32 @@ func TestRecordedHistoryOfADurableModelWait(t *testing.T) {
 	assert.Contains(t, string(b), "EVENT_TYPE_TIMER_FIRED")
 }
 
+// outbound is a worker interceptor that puts what wrap makes in front of
+// each workflow's outbound calls (its activities, its timers…).
+type outbound struct {
+	interceptor.WorkerInterceptorBase
+	wrap func(next interceptor.WorkflowOutboundInterceptor) interceptor.WorkflowOutboundInterceptor
+}
+
+func (o *outbound) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &outboundIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, wrap: o.wrap}
+}
+
+type outboundIn struct {
+	interceptor.WorkflowInboundInterceptorBase
+	wrap func(next interceptor.WorkflowOutboundInterceptor) interceptor.WorkflowOutboundInterceptor
+}
+
+func (i *outboundIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(i.wrap(out))
+}
+
 // auditProbe hears, during a replay, every audit record the workflow
 // builds for step 9 (and for a dead letter's file): the input of WriteAudit.
-type auditProbe struct {
-	interceptor.WorkerInterceptorBase
-	records *[][]byte
-}
-
-func (p *auditProbe) InterceptWorkflow(_ workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	return &auditProbeIn{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, records: p.records}
-}
-
-type auditProbeIn struct {
-	interceptor.WorkflowInboundInterceptorBase
-	records *[][]byte
-}
-
-func (p *auditProbeIn) Init(out interceptor.WorkflowOutboundInterceptor) error {
-	return p.Next.Init(&auditProbeOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: out}, records: p.records})
+func auditProbe(records *[][]byte) interceptor.WorkerInterceptor {
+	return &outbound{wrap: func(next interceptor.WorkflowOutboundInterceptor) interceptor.WorkflowOutboundInterceptor {
+		return &auditProbeOut{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: next}, records: records}
+	}}
 }
 
 type auditProbeOut struct {
@@ -233,7 +241,7 @@ func replayAuditRecords(t *testing.T, file string, since int) (id string, want [
 		return "", nil, nil, nil, false
 	}
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{
-		Interceptors: []interceptor.WorkerInterceptor{&auditProbe{records: &got}}})
+		Interceptors: []interceptor.WorkerInterceptor{auditProbe(&got)}})
 	require.NoError(t, err)
 	r.RegisterWorkflowWithOptions(ClaimWorkflow, workflow.RegisterOptions{Name: WorkflowType})
 	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
