@@ -17,6 +17,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/worker/provenance"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -47,28 +48,69 @@ type deadClaim struct {
 	workflows.DeadLetter
 }
 
+// ErrForeignHistory is the dead letter of a run a worker terminated
+// because a stranger answered one of its workflow tasks (worker/provenance).
+const ErrForeignHistory = "ForeignHistory"
+
+// deadLettered lists the claims that ended dead-lettered, and the claim
+// runs a worker terminated as tampered.
 func deadLettered(ctx context.Context, c client.Client) ([]deadClaim, error) {
 	var out []deadClaim
-	var token []byte
-	for {
-		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Query: fmt.Sprintf("%s = %q", workflows.ClaimStatusKey.GetName(), workflows.StatusDeadLettered), NextPageToken: token,
-		})
-		if err != nil {
-			return nil, err
+	err := listRuns(ctx, c, fmt.Sprintf("%s = %q", workflows.ClaimStatusKey.GetName(), workflows.StatusDeadLettered), func(d deadClaim) error {
+		var r workflows.ClaimResult
+		if err := c.GetWorkflow(ctx, d.ClaimID, d.RunID).Get(ctx, &r); err == nil && r.DeadLetter != nil {
+			d.DeadLetter = *r.DeadLetter
 		}
-		for _, e := range resp.GetExecutions() {
-			d := deadClaim{ClaimID: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId()}
-			var r workflows.ClaimResult
-			if err := c.GetWorkflow(ctx, d.ClaimID, d.RunID).Get(ctx, &r); err == nil && r.DeadLetter != nil {
-				d.DeadLetter = *r.DeadLetter
-			}
+		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = listRuns(ctx, c, fmt.Sprintf("WorkflowType = %q AND ExecutionStatus = 'Terminated'", workflows.WorkflowType), func(d deadClaim) error {
+		reason, err := terminatedFor(ctx, c, d.ClaimID, d.RunID)
+		if err != nil {
+			return err
+		}
+		if _, tampered := provenance.ResetPoint(reason); tampered {
+			d.StepName, d.ErrorType, d.Error = "history", ErrForeignHistory, reason
 			out = append(out, d)
 		}
+		return nil
+	})
+	return out, err
+}
+
+func listRuns(ctx context.Context, c client.Client, query string, each func(deadClaim) error) error {
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return err
+		}
+		for _, e := range resp.GetExecutions() {
+			if err := each(deadClaim{ClaimID: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId()}); err != nil {
+				return err
+			}
+		}
 		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return out, nil
+			return nil
 		}
 	}
+}
+
+// terminatedFor is the reason a terminated run was terminated for: its
+// last event.
+func terminatedFor(ctx context.Context, c client.Client, id, runID string) (string, error) {
+	resp, err := c.WorkflowService().GetWorkflowExecutionHistoryReverse(ctx, &workflowservice.GetWorkflowExecutionHistoryReverseRequest{
+		Namespace: namespace(), Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID}, MaximumPageSize: 1})
+	if err != nil {
+		return "", err
+	}
+	for _, e := range resp.GetHistory().GetEvents() {
+		return e.GetWorkflowExecutionTerminatedEventAttributes().GetReason(), nil
+	}
+	return "", nil
 }
 
 func dlqList(ctx context.Context, c client.Client, asJSON bool, out io.Writer) error {
@@ -102,6 +144,9 @@ func redrive(ctx context.Context, c client.Client, id string, out io.Writer) err
 		return err
 	}
 	runID := desc.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	if desc.RawResponse.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+		return redriveTampered(ctx, c, id, runID, out)
+	}
 	var r workflows.ClaimResult
 	if err := c.GetWorkflow(ctx, id, runID).Get(ctx, &r); err != nil {
 		return fmt.Errorf("%s has not finished: %w", id, err)
@@ -133,6 +178,33 @@ func redrive(ctx context.Context, c client.Client, id string, out io.Writer) err
 		return err
 	}
 	fmt.Fprintf(out, "%s: redriven from step %d (%s) as run %s\n", id, dl.Step, dl.StepName, resp.GetRunId())
+	return nil
+}
+
+// redriveTampered resets a run a worker terminated because a stranger
+// answered one of its workflow tasks to that answer: it is dropped with
+// all that followed, the signals sent since are applied again, and the
+// task is done again by the claim's own code.
+func redriveTampered(ctx context.Context, c client.Client, id, runID string, out io.Writer) error {
+	reason, err := terminatedFor(ctx, c, id, runID)
+	if err != nil {
+		return err
+	}
+	resetTo, ok := provenance.ResetPoint(reason)
+	if !ok {
+		return fmt.Errorf("%s was terminated (%q), not dead-lettered: start it again if it should run", id, reason)
+	}
+	resp, err := c.ResetWorkflowExecution(ctx, &workflowservice.ResetWorkflowExecutionRequest{
+		Namespace:                 namespace(),
+		WorkflowExecution:         &commonpb.WorkflowExecution{WorkflowId: id, RunId: runID},
+		Reason:                    fmt.Sprintf("claimsctl dlq redrive: drop what a stranger wrote from event %d on", resetTo),
+		WorkflowTaskFinishEventId: resetTo,
+		RequestId:                 uuid.NewString(),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s: redriven from event %d, the stranger's answer dropped, as run %s\n", id, resetTo, resp.GetRunId())
 	return nil
 }
 

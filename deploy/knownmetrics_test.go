@@ -95,6 +95,7 @@ var ourMetrics = []ourMetric{
 		"outcome": {"ok", "refused"}}},
 	{metrics.TriageReviews, counter, "", map[string][]string{"cause": {"cap", "model"}}},
 	{metrics.DeploymentUnknownBuilds, gauge, "", nil},
+	{metrics.ForeignWorkflowTasks, counter, "", nil},
 	{metrics.ActivityRefusals, counter, "", map[string][]string{
 		"activity": {"LoadClaim", "OpenApproval", "CallTool", "TriageTurn", "TriageClaim", "AssessClaim", "PayClaimant",
 			"NotifyClaimant", "RemindApprovers", "EscalateApproval", "CloseClaim", "WriteAudit", "ReconcilePayments", "other"},

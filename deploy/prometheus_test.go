@@ -116,6 +116,7 @@ var alertSpecs = map[string]struct {
 	"IdempotencyConflict":            {"critical", []string{"idempotency_conflicts_total"}, ""},
 	"ActivityRefused":                {"critical", []string{"activity_refusals_total"}, ""},
 	"DeploymentRoutedToUnknownBuild": {"critical", []string{"deployment_unknown_builds"}, ""},
+	"ForeignWorkflowTask":            {"critical", []string{"foreign_workflow_tasks_total"}, ""},
 	"ClaimsDeadLettered":             {"warning", []string{"claims_completed_total"}, ""},
 	"PaymentDiscrepancy":             {"critical", []string{"reconciliation_last_run_unmatched", "reconciliation_discrepancies_total"}, ""},
 	"ApprovalsPastDeadline":          {"warning", []string{"approvals_waiting"}, "1h"},

@@ -134,13 +134,29 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	if err != nil {
 		return err
 	}
+	// Every worker is a Worker Deployment Version (WORKER_DEPLOYMENT,
+	// WORKER_BUILD_ID): a new build takes claims only when it is made
+	// current or ramping (docs/operations.md, "Deploying a build").
+	deployment, err := config.WorkerDeployment()
+	if err != nil {
+		return err
+	}
+	// Its workflow task completions are signed, and a claim's history that
+	// fails replay is checked for completions a stranger wrote
+	// (worker/provenance, tampered.go).
+	foreign := prometheus.Handler.Counter(metrics.ForeignWorkflowTasks)
+	signed, signedBy, err := signing(acts.Store, deployment.Name, func() { foreign.Inc(1) }, logger)
+	if err != nil {
+		return err
+	}
 	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
-		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release))),
+		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), signed),
 		func(o *client.Options) { o.Logger = parked.Logger(o.Logger) })
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	signedBy(c)
 
 	recorder := refusals.New(acts.Store, logger)
 	defer recorder.Close()
@@ -161,13 +177,6 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 		return err
 	}
 	defer stopCheckpoints()
-	// Every worker is a Worker Deployment Version (WORKER_DEPLOYMENT,
-	// WORKER_BUILD_ID): a new build takes claims only when it is made
-	// current or ramping (docs/operations.md, "Deploying a build").
-	deployment, err := config.WorkerDeployment()
-	if err != nil {
-		return err
-	}
 	interceptors := append(rehearsal[:len(rehearsal):len(rehearsal)], workflows.WorkerBuild(deployment.BuildID),
 		heartbeat.New(), recorder, prometheus.Interceptor())
 	if crashes != nil {

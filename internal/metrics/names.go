@@ -28,6 +28,11 @@ const (
 	// store: anything but 0 is an alert (someone routed claims to a build
 	// of their own).
 	DeploymentUnknownBuilds = "deployment_unknown_builds" // gauge
+	// ForeignWorkflowTasks counts runs found, after a replay failure, to
+	// hold a workflow task completion this deployment did not sign
+	// (worker/provenance): someone answered a claim's task with commands
+	// of their own. Each is an alert.
+	ForeignWorkflowTasks = "foreign_workflow_tasks" // counter
 
 	// The model, counted where it is called (every real call, resumed runs
 	// included: what the provider bills).

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // RecordBuild notes that build ran as a worker of deployment on this store
@@ -25,4 +26,15 @@ func (s *Store) KnownBuild(ctx context.Context, deployment, build string) (bool,
 		return false, fmt.Errorf("store: build %s of %s: %w", build, deployment, err)
 	}
 	return n > 0, nil
+}
+
+// FirstBuild is when the first build recorded for deployment ran: builds
+// from then on sign their workflow task completions (worker/provenance).
+// Zero when none is recorded.
+func (s *Store) FirstBuild(ctx context.Context, deployment string) (time.Time, error) {
+	var first stamp
+	if err := s.queryRow(ctx, `SELECT MIN(first_seen) FROM worker_builds WHERE deployment = ?`, deployment).Scan(&first); err != nil {
+		return time.Time{}, fmt.Errorf("store: first build of %s: %w", deployment, err)
+	}
+	return first.Time, nil
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,18 @@ func TestBuildsAWorkerRecorded(t *testing.T) {
 		known, err := s.KnownBuild(ctx, "durableclaims", "exe-1")
 		require.NoError(t, err)
 		assert.False(t, known)
+		first, err := s.FirstBuild(ctx, "durableclaims")
+		require.NoError(t, err)
+		assert.True(t, first.IsZero(), "no build yet")
+		before := time.Now().Add(-time.Second)
 		require.NoError(t, s.RecordBuild(ctx, "durableclaims", "exe-1"))
+		first, err = s.FirstBuild(ctx, "durableclaims")
+		require.NoError(t, err)
+		assert.WithinRange(t, first, before, time.Now().Add(time.Second))
+		require.NoError(t, s.RecordBuild(ctx, "durableclaims", "exe-2"))
+		again, err := s.FirstBuild(ctx, "durableclaims")
+		require.NoError(t, err)
+		assert.Equal(t, first, again, "the first build's start stays the first")
 		require.NoError(t, s.RecordBuild(ctx, "durableclaims", "exe-1"))
 		known, err = s.KnownBuild(ctx, "durableclaims", "exe-1")
 		require.NoError(t, err)

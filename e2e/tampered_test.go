@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commandpb "go.temporal.io/api/command/v1"
+	commonpb "go.temporal.io/api/common/v1"
+	deploymentpb "go.temporal.io/api/deployment/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	taskqueuepb "go.temporal.io/api/taskqueue/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// TestAForeignWorkflowTaskAnswerIsDeadLettered is issue 42's third attack
+// on a server that is not the insurer's own: with the worker away, a rogue
+// client takes the workflow task that carries an adjuster's approval and
+// answers it with commands of its own, a payment of a million to its own
+// account. The payment refuses it (the payee is not the claimant's); the
+// worker that comes back fails to replay the history, finds the completion
+// it did not sign, and dead-letters the run with the reason, no money
+// moved. claimsctl dlq lists it, and redrive resets it to before the
+// stranger's task: the approval is applied again, and the claimant is paid
+// once, as approved.
+func TestAForeignWorkflowTaskAnswerIsDeadLettered(t *testing.T) {
+	w := newWorld(t)
+	id := "claim-e2e-tampered"
+	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	w.start(w.claimFile(id, "1840.00"))
+	w.waitStatus(id, workflows.StatusWaiting)
+	receipt := w.receipt("approve", id, "adjuster-17")
+	worker.Stop()
+	out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", "approve", "--input", receipt)
+	require.NoError(t, err, out) // a real decision, in a task nobody takes
+
+	thief, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
+	require.NoError(t, err)
+	defer thief.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dep, err := thief.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
+		Namespace: "default", DeploymentName: config.DefaultDeploymentName})
+	require.NoError(t, err)
+	current := dep.GetWorkerDeploymentInfo().GetRoutingConfig().GetCurrentDeploymentVersion()
+	var task *workflowservice.PollWorkflowTaskQueueResponse
+	for task.GetWorkflowExecution().GetWorkflowId() != id && ctx.Err() == nil {
+		task, err = thief.WorkflowService().PollWorkflowTaskQueue(ctx, &workflowservice.PollWorkflowTaskQueueRequest{
+			Namespace: "default", Identity: "thief",
+			TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
+			DeploymentOptions: &deploymentpb.WorkerDeploymentOptions{DeploymentName: current.GetDeploymentName(),
+				BuildId: current.GetBuildId(), WorkerVersioningMode: enumspb.WORKER_VERSIONING_MODE_VERSIONED}})
+		require.NoError(t, err)
+	}
+	pay, err := converter.GetDefaultDataConverter().ToPayloads(activities.PayInput{Key: claim.StepKey(id, claim.StepPay), WorkflowID: id,
+		ClaimID: id, AmountMinor: 1_000_000_00, Currency: "usd", Destination: "acct_thief"})
+	require.NoError(t, err)
+	_, err = thief.WorkflowService().RespondWorkflowTaskCompleted(ctx, &workflowservice.RespondWorkflowTaskCompletedRequest{
+		Namespace: "default", TaskToken: task.GetTaskToken(), Identity: "thief",
+		Commands: []*commandpb.Command{{CommandType: enumspb.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK,
+			Attributes: &commandpb.Command_ScheduleActivityTaskCommandAttributes{ScheduleActivityTaskCommandAttributes: &commandpb.ScheduleActivityTaskCommandAttributes{
+				ActivityId: "thief-pay", ActivityType: &commonpb.ActivityType{Name: "PayClaimant"},
+				TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue}, Input: pay,
+				StartToCloseTimeout: durationpb.New(30 * time.Second)}}}}})
+	require.NoError(t, err, "the dev server takes the thief's answer")
+
+	// The worker comes back.
+	back := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	var reason string
+	require.Eventually(t, func() bool {
+		d := w.describe(id).GetWorkflowExecutionInfo()
+		if d.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
+			return false
+		}
+		out, err := w.ctl("dlq", "list")
+		reason = out
+		return err == nil
+	}, 2*time.Minute, 200*time.Millisecond, "the tampered run was never dead-lettered:\n%s", back.Output())
+	assert.Contains(t, reason, id+"  step 0 (history)  ForeignHistory: tampered:")
+	assert.Contains(t, reason, `(by "thief")`)
+	n, _ := w.transfers(id)
+	assert.Zero(t, n, "no money moved")
+	assert.Contains(t, back.Output(), "alert=foreign_workflow_task")
+	audit, err := w.ctl("audit", id)
+	require.NoError(t, err, audit)
+	assert.Contains(t, audit, "refused before history: tampered:", "the dead letter is on the claim's record")
+
+	// Redriven: what the stranger wrote is dropped, the approval applied
+	// again, and the claimant paid once, as approved.
+	out, err = w.ctl("dlq", "redrive", id)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "the stranger's answer dropped")
+	res := w.result(id)
+	require.Equal(t, workflows.StatusPaid, res.Status, "%+v", res)
+	n, total := w.transfers(id)
+	assert.Equal(t, 1, n)
+	assert.Equal(t, int64(184000), total)
+}
