@@ -618,7 +618,8 @@ func (s *soak) checkRollout(ctx context.Context, plan []plannedClaim, book map[s
 			if a := e.GetMarkerRecordedEventAttributes(); a != nil {
 				for _, p := range a.GetDetails() {
 					for _, pl := range p.GetPayloads() {
-						marker = marker || strings.Contains(string(pl.GetData()), "rehearsal-cooling-off")
+						var change string // the marker's change ID; its version does not decode as one
+						marker = marker || s.dc.FromPayload(pl, &change) == nil && change == "rehearsal-cooling-off"
 					}
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/durableclaims/durableclaims/activities"
@@ -48,8 +49,9 @@ type soak struct {
 	sim      *stripesim.Server
 	simHTTP  *http.Server
 	simURL   string
-	client   client.Client // claimsctl's identity: reads, as the operator's tool does
-	starts   client.Client // the starter's identity: starts claims
+	client   client.Client           // claimsctl's identity: reads, as the operator's tool does
+	dc       converter.DataConverter // decodes what the workers wrote (their payload keys)
+	starts   client.Client           // the starter's identity: starts claims
 	store    *store.Store
 	docs     *blobs.Store
 	blobURL  string
@@ -465,6 +467,7 @@ func (s *soak) dial(ctx context.Context) error {
 		return err
 	}
 	dc, fc := config.ConvertersFor(kr)
+	s.dc = dc
 	logger := sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
