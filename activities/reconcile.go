@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -311,6 +312,15 @@ func (a *Activities) ReconcilePayments(ctx context.Context, in ReconcilePayments
 		byClaim[id] = append(byClaim[id], t)
 	}
 
+	// A claim whose record names a transfer the provider does not hold for
+	// it: its run took a payment result no payment made (a forged
+	// completion, dead-lettered by step 7's check). Not paid in the store
+	// and named by no transfer, it is in none of the above.
+	unmade, err := a.unmadeTransfers(ctx, in, ids)
+	if err != nil {
+		return ReconcileReport{}, err
+	}
+
 	progress.Phase = "classify"
 	beat()
 	grace := in.InFlightGrace
@@ -343,6 +353,11 @@ func (a *Activities) ReconcilePayments(ctx context.Context, in ReconcilePayments
 			entries = append(entries, e)
 		}
 		rep.Counts[e.Category]++
+	}
+	for _, e := range unmade {
+		entries = append(entries, e)
+		rep.Counts[e.Category]++
+		rep.ClaimsChecked++
 	}
 	for _, t := range claimless {
 		e := entry("", ReconcileOrphaned, []transferSeen{t}, store.ClaimState{})
@@ -480,6 +495,44 @@ func classify(id string, st store.ClaimState, known bool, trs []transferSeen, el
 	e = entry(id, ReconcileMatched, trs, st)
 	e.Detail = "one transfer, the recorded one, for the recorded payout"
 	return e, false
+}
+
+// unmadeTransfers are the claims, other than those already judged (ids),
+// whose records written in the window name a transfer the provider does
+// not hold for them: missing.
+func (a *Activities) unmadeTransfers(ctx context.Context, in ReconcilePaymentsInput, judged []string) ([]ReconcileEntry, error) {
+	recorded, err := a.Store.RecordedTransfers(ctx, in.Since, in.Until)
+	if err != nil {
+		return nil, err
+	}
+	var out []ReconcileEntry
+	for _, id := range slices.Sorted(maps.Keys(recorded)) {
+		if slices.Contains(judged, id) {
+			continue
+		}
+		tid := recorded[id]
+		tr, found, err := a.getTransfer(ctx, tid)
+		if err != nil {
+			return nil, err
+		}
+		holds := "does not have"
+		if found {
+			t := seenTransfer(tr)
+			if t.ClaimID == id {
+				continue // made for it, outside the window
+			}
+			holds = fmt.Sprintf("holds for claim %q", t.ClaimID)
+		}
+		st, err := a.Store.ClaimStates(ctx, []string{id})
+		if err != nil {
+			return nil, err
+		}
+		e := entry(id, ReconcileMissing, nil, st[id])
+		e.LoggedTransferID = tid
+		e.Detail = fmt.Sprintf("the claim's record names transfer %s, which the provider %s: its run took a payment result no payment made", tid, holds)
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 func entry(id, category string, trs []transferSeen, st store.ClaimState) ReconcileEntry {

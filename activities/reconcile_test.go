@@ -394,3 +394,30 @@ func TestReconcileRefusesAnEmptyWindowOrNoKey(t *testing.T) {
 	_, err = a.ReconcilePayments(context.Background(), in)
 	assert.Equal(t, ErrInvalidInput, appErrType(err))
 }
+
+// A run that took a forged payment result records a transfer no payment
+// made: the claim is not paid in the store and no transfer names it, yet
+// its record (the dead letter's) names one. Reconciliation finds it
+// missing; a record naming the claim's real transfer is no discrepancy.
+func TestReconcileFlagsARecordOfAPaymentNeverMade(t *testing.T) {
+	var skew atomic.Int64
+	a := newActivities(t, newSkewedStripe(t, &skew))
+	r := recon{t, a}
+	ctx := context.Background()
+	r.register("claim-forged")
+	_, _, err := a.Store.WriteAudit(ctx, "claim-forged:step9:dead-letter:run-1", "claim-forged",
+		[]byte(`{"claim_id":"claim-forged","outcome":"dead-lettered","transfer_id":"tr_forged"}`))
+	require.NoError(t, err)
+	real := r.paid("claim-real", 30000)
+	_, _, err = a.Store.WriteAudit(ctx, "claim-real:step9", "claim-real", []byte(`{"claim_id":"claim-real","outcome":"paid","transfer_id":"`+real+`"}`))
+	require.NoError(t, err)
+
+	rep, _, _ := reconcile(t, a, window("run-forged:reconcile"))
+	assert.Equal(t, map[string]int{"matched": 1, "orphaned": 0, "duplicate": 0, "missing": 1, "amount_mismatch": 0}, rep.Counts)
+	es := byClaim(rep.Entries)
+	require.Contains(t, es, "claim-forged")
+	assert.Equal(t, "tr_forged", es["claim-forged"].LoggedTransferID)
+	assert.Equal(t, "open", es["claim-forged"].ClaimStatus)
+	assert.Contains(t, es["claim-forged"].Detail, "tr_forged, which the provider does not have: its run took a payment result no payment made")
+	assert.NotContains(t, es, "claim-real")
+}

@@ -473,16 +473,20 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 	}
 	p, err := r.st.Payout(ctx, id)
 	switch {
+	case errors.Is(err, store.ErrNotFound) && rec.Outcome == "paid":
+		failed(claimfile.CheckPayment, "store payouts", "no payout is recorded for a paid claim")
+	case errors.Is(err, store.ErrNotFound) && rec.TransferID != "":
+		// The run took a payment result no payment made: nothing was
+		// reserved, so no worker paid (a forged completion; the dead
+		// letter says which step refused it).
+		failed(claimfile.CheckPayment, "store payouts", "none is recorded, yet the claim file names transfer %s: its run took a payment result no payment made", rec.TransferID)
 	case errors.Is(err, store.ErrNotFound):
-		if rec.Outcome == "paid" {
-			add("store payouts", "no payout is recorded for a paid claim")
-		}
 	case err != nil:
 		add("store payouts", "%v", err)
 	case rec.Outcome == "dead-lettered" && rec.TransferID == "":
 		// reserved, perhaps paid: the dead letter names it an unknown effect
 	case p.AmountMinor != rec.PayoutMinor || p.TransferID != rec.TransferID:
-		add("store payouts", "%d by %s, the claim file says %d by %s", p.AmountMinor, p.TransferID, rec.PayoutMinor, rec.TransferID)
+		failed(claimfile.CheckPayment, "store payouts", "%d by %s, the claim file says %d by %s", p.AmountMinor, p.TransferID, rec.PayoutMinor, rec.TransferID)
 	}
 	return ps
 }

@@ -116,4 +116,9 @@ func TestAStolenPaymentTaskIsWorthNothing(t *testing.T) {
 	out2, err := w.ctl("audit", id)
 	require.NoError(t, err, out2)
 	assert.Contains(t, out2, "tr_forged", "the refusal is on the claim's record")
+	// The claim file keeps what the run believed: verify flags it.
+	require.Eventually(t, func() bool {
+		out, _ := w.ctl("verify", "--json", id)
+		return strings.Contains(out, `"check":"payment"`) && strings.Contains(out, "names transfer tr_forged")
+	}, time.Minute, 500*time.Millisecond, "claimsctl verify never flagged the forged payment")
 }

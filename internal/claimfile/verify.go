@@ -105,6 +105,10 @@ const (
 	CheckInclusion = "inclusion"
 	// CheckCheckpoint: the checkpoint is signed with the ledger key held.
 	CheckCheckpoint = "checkpoint"
+	// CheckPayment: the payment the record names is the claim's payout as
+	// the claims store holds it (online only: the store is not in a
+	// bundle).
+	CheckPayment = "payment"
 )
 
 // Problems is every check that failed; empty: the bundle verifies.

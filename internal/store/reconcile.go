@@ -201,3 +201,39 @@ func (r Reconciliation) with(started, since, until stamp, counts, report string,
 	r.Counts, r.Report = json.RawMessage(counts), json.RawMessage(report)
 	return r
 }
+
+// RecordedTransfers are the transfers the claims' records written in
+// [since, until] name (step 9's audit record, or a dead letter's), by
+// claim, the latest record's for each: what each run believed paid it,
+// for reconciliation to find against the provider.
+func (s *Store) RecordedTransfers(ctx context.Context, since, until time.Time) (map[string]string, error) {
+	lo, hi := s.ts(since.Add(-time.Second)), s.ts(until.Add(time.Second))
+	rows, err := s.query(ctx, `SELECT claim_id, record, written_at FROM audit WHERE written_at >= ? AND written_at <= ? ORDER BY written_at`, lo, hi)
+	if err != nil {
+		return nil, fmt.Errorf("store: recorded transfers: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, record string
+		var at stamp
+		if err := rows.Scan(&id, &record, &at); err != nil {
+			return nil, fmt.Errorf("store: recorded transfers: %w", err)
+		}
+		if at.Time.Before(since) || at.Time.After(until) {
+			continue
+		}
+		var r struct {
+			TransferID string `json:"transfer_id"`
+		}
+		if json.Unmarshal([]byte(record), &r) == nil {
+			out[id] = r.TransferID // later records replace earlier ones
+		}
+	}
+	for id, t := range out {
+		if t == "" {
+			delete(out, id)
+		}
+	}
+	return out, rows.Err()
+}
