@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs cluster clean
+.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
 
 all: build
 
@@ -149,6 +149,9 @@ vet:
 prereqs:
 	./scripts/prereqs.sh --install
 
+test-prereqs:
+	@./scripts/prereqs.sh --if-root
+
 # Each package's tests run under a deadline that fits it (go test -timeout
 # holds each package's test binary to it), so a test that hangs fails in
 # minutes, with every goroutine's stack, instead of holding the run for go
@@ -166,9 +169,9 @@ TEST_QUICK = $$($(GO) list ./... | grep -v -e '/e2e$$' $(foreach p,$(TEST_SERVER
 
 # Integration tests start their own dev server from $(TEMPORAL) on free ports.
 # The fuzz targets' seed corpora run with the tests; a short fuzzing run of
-# each follows. Without Chromium or PostgreSQL it stops at once and says so.
-test: temporal-cli temporal-server s3-server vet
-	@./scripts/prereqs.sh
+# each follows. First, Chromium and PostgreSQL: installed when missing if
+# run as root; otherwise it stops at once and prints the command to run.
+test: test-prereqs temporal-cli temporal-server s3-server vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_QUICK)
 	$(GO) test -race -count=1 -timeout $(TEST_SERVERS_TIMEOUT) $(addprefix ./,$(TEST_SERVERS))
 	$(GO) test -race -count=1 -timeout $(TEST_E2E_TIMEOUT) ./e2e

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Debian packages `make test` drives for real: Chromium (the inbox's
 # browser test) and PostgreSQL (the store suite, the cluster tests). Checks
-# for them; with --install, installs what is missing (apt-get, as root);
-# without, names what is missing and how to get it, and fails.
+# for them (PG_BINDIR may name another initdb's directory) and installs what
+# is missing with apt-get: with --install, or with --if-root when run as
+# root. Otherwise it names the one command that installs them, and fails.
 set -euo pipefail
 
 need=()
@@ -10,10 +11,11 @@ command -v chromium >/dev/null || need+=(chromium)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || [ -x "${PG_BINDIR:-/nonexistent}/initdb" ] || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 
-if [ "${1:-}" != --install ]; then
-  echo "make test needs Debian's ${need[*]} (the browser test and the PostgreSQL store suite start them)." >&2
-  echo "Install them with \`make prereqs\` (apt-get install ${need[*]} fonts-dejavu-core, as root; about 2 minutes)," >&2
-  echo "or point PG_BINDIR at an initdb and put a chromium on PATH. \`make unit\` needs neither." >&2
+mode=${1:-}
+if [ "$mode" = --if-root ] && [ "$(id -u)" -eq 0 ]; then mode=--install; fi
+if [ "$mode" != --install ]; then
+  echo "make test needs Debian's ${need[*]} (the browser test and the PostgreSQL store suite). Install them (about 2 minutes, once):" >&2
+  echo "  sudo ./scripts/prereqs.sh --install" >&2
   exit 1
 fi
 echo "Installing ${need[*]} from Debian (about 2 minutes, once)..."
