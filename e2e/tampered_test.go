@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,16 +30,39 @@ import (
 // on a server that is not the insurer's own: with the worker away, a rogue
 // client takes the workflow task that carries an adjuster's approval and
 // answers it with commands of its own, a payment of a million to its own
-// account. The payment refuses it (the payee is not the claimant's); the
-// worker that comes back fails to replay the history, finds the completion
-// it did not sign, and dead-letters the run with the reason, no money
-// moved. claimsctl dlq lists it, and redrive resets it to before the
+// account. The worker that comes back fails to replay the history, finds
+// the completion it did not sign, and dead-letters the run with the
+// reason, no money moved. claimsctl dlq lists it, and redrive resets it to before the
 // stranger's task: the approval is applied again, and the claimant is paid
 // once, as approved.
 func TestAForeignWorkflowTaskAnswerIsDeadLettered(t *testing.T) {
 	w := newWorld(t)
 	id := "claim-e2e-tampered"
-	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	thief, task := w.thiefTakesTheApproval(id, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pay, err := converter.GetDefaultDataConverter().ToPayloads(activities.PayInput{Key: claim.StepKey(id, claim.StepPay), WorkflowID: id,
+		ClaimID: id, AmountMinor: 1_000_000_00, Currency: "usd", Destination: "acct_thief"})
+	require.NoError(t, err)
+	_, err = thief.WorkflowService().RespondWorkflowTaskCompleted(ctx, &workflowservice.RespondWorkflowTaskCompletedRequest{
+		Namespace: "default", TaskToken: task.GetTaskToken(), Identity: "thief",
+		Commands: []*commandpb.Command{{CommandType: enumspb.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK,
+			Attributes: &commandpb.Command_ScheduleActivityTaskCommandAttributes{ScheduleActivityTaskCommandAttributes: &commandpb.ScheduleActivityTaskCommandAttributes{
+				ActivityId: "thief-pay", ActivityType: &commonpb.ActivityType{Name: "PayClaimant"},
+				TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue}, Input: pay,
+				StartToCloseTimeout: durationpb.New(30 * time.Second)}}}}})
+	require.NoError(t, err, "the dev server takes the thief's answer")
+
+	// The worker comes back, fails to replay the run, and dead-letters it.
+	w.redriven(id, testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker")))
+}
+
+// thiefTakesTheApproval parks claim id, stops the worker, sends a real
+// approval, and has a rogue client without keys take the workflow task
+// that carries it, polling as the worker's deployment version.
+func (w *world) thiefTakesTheApproval(id string, env []string) (client.Client, *workflowservice.PollWorkflowTaskQueueResponse) {
+	t := w.t
+	worker := testenv.Supervise(t, append(append([]string{}, w.env...), env...), filepath.Join(w.bin, "worker"))
 	w.start(w.claimFile(id, "1840.00"))
 	w.waitStatus(id, workflows.StatusWaiting)
 	receipt := w.receipt("approve", id, "adjuster-17")
@@ -48,8 +72,8 @@ func TestAForeignWorkflowTaskAnswerIsDeadLettered(t *testing.T) {
 
 	thief, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
 	require.NoError(t, err)
-	defer thief.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(thief.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dep, err := thief.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
 		Namespace: "default", DeploymentName: config.DefaultDeploymentName})
@@ -64,42 +88,29 @@ func TestAForeignWorkflowTaskAnswerIsDeadLettered(t *testing.T) {
 				BuildId: current.GetBuildId(), WorkerVersioningMode: enumspb.WORKER_VERSIONING_MODE_VERSIONED}})
 		require.NoError(t, err)
 	}
-	pay, err := converter.GetDefaultDataConverter().ToPayloads(activities.PayInput{Key: claim.StepKey(id, claim.StepPay), WorkflowID: id,
-		ClaimID: id, AmountMinor: 1_000_000_00, Currency: "usd", Destination: "acct_thief"})
-	require.NoError(t, err)
-	_, err = thief.WorkflowService().RespondWorkflowTaskCompleted(ctx, &workflowservice.RespondWorkflowTaskCompletedRequest{
-		Namespace: "default", TaskToken: task.GetTaskToken(), Identity: "thief",
-		Commands: []*commandpb.Command{{CommandType: enumspb.COMMAND_TYPE_SCHEDULE_ACTIVITY_TASK,
-			Attributes: &commandpb.Command_ScheduleActivityTaskCommandAttributes{ScheduleActivityTaskCommandAttributes: &commandpb.ScheduleActivityTaskCommandAttributes{
-				ActivityId: "thief-pay", ActivityType: &commonpb.ActivityType{Name: "PayClaimant"},
-				TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue}, Input: pay,
-				StartToCloseTimeout: durationpb.New(30 * time.Second)}}}}})
-	require.NoError(t, err, "the dev server takes the thief's answer")
+	return thief, task
+}
 
-	// The worker comes back.
-	back := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
-	var reason string
+// redriven checks the dead letter the stranger's answer left on claim id
+// and redrives it: what the stranger wrote is dropped, the approval
+// applied again, and the claimant paid once, as approved.
+func (w *world) redriven(id string, worker *testenv.Supervised) {
+	t := w.t
+	var list string
 	require.Eventually(t, func() bool {
-		d := w.describe(id).GetWorkflowExecutionInfo()
-		if d.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED {
-			return false
-		}
 		out, err := w.ctl("dlq", "list")
-		reason = out
-		return err == nil
-	}, 2*time.Minute, 200*time.Millisecond, "the tampered run was never dead-lettered:\n%s", back.Output())
-	assert.Contains(t, reason, id+"  step 0 (history)  ForeignHistory: tampered:")
-	assert.Contains(t, reason, `(by "thief")`)
+		list = out
+		return err == nil && strings.Contains(out, id+"  step 0 (history)  ForeignHistory: tampered:")
+	}, 2*time.Minute, 200*time.Millisecond, "the tampered run was never dead-lettered:\n%s", worker.Output())
+	assert.Contains(t, list, `(by "thief")`)
 	n, _ := w.transfers(id)
 	assert.Zero(t, n, "no money moved")
-	assert.Contains(t, back.Output(), "alert=foreign_workflow_task")
+	assert.Contains(t, worker.Output(), "alert=foreign_workflow_task")
 	audit, err := w.ctl("audit", id)
 	require.NoError(t, err, audit)
 	assert.Contains(t, audit, "refused before history: tampered:", "the dead letter is on the claim's record")
 
-	// Redriven: what the stranger wrote is dropped, the approval applied
-	// again, and the claimant paid once, as approved.
-	out, err = w.ctl("dlq", "redrive", id)
+	out, err := w.ctl("dlq", "redrive", id)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "the stranger's answer dropped")
 	res := w.result(id)
@@ -107,4 +118,29 @@ func TestAForeignWorkflowTaskAnswerIsDeadLettered(t *testing.T) {
 	n, total := w.transfers(id)
 	assert.Equal(t, 1, n)
 	assert.Equal(t, int64(184000), total)
+}
+
+// TestAStrangerWhoEndsTheRunIsFoundToo: the thief answers the approval's
+// task by completing the run outright, "paid". Nothing will replay that
+// run; the worker's sweep finds it closed while its claim is open in the
+// store, bound to it, and dead-letters it the same way.
+func TestAStrangerWhoEndsTheRunIsFoundToo(t *testing.T) {
+	w := newWorld(t)
+	id := "claim-e2e-ended"
+	sweep := []string{"FOREIGN_SWEEP_EVERY=1s"}
+	thief, task := w.thiefTakesTheApproval(id, sweep)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	paid, err := converter.GetDefaultDataConverter().ToPayloads(workflows.ClaimResult{ClaimID: id, Status: workflows.StatusPaid, TransferID: "tr_thief"})
+	require.NoError(t, err)
+	_, err = thief.WorkflowService().RespondWorkflowTaskCompleted(ctx, &workflowservice.RespondWorkflowTaskCompletedRequest{
+		Namespace: "default", TaskToken: task.GetTaskToken(), Identity: "thief",
+		Commands: []*commandpb.Command{{CommandType: enumspb.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+			Attributes: &commandpb.Command_CompleteWorkflowExecutionCommandAttributes{CompleteWorkflowExecutionCommandAttributes: &commandpb.CompleteWorkflowExecutionCommandAttributes{
+				Result: paid}}}}})
+	require.NoError(t, err, "the dev server takes the thief's answer")
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, w.describe(id).GetWorkflowExecutionInfo().GetStatus(), "the run ended")
+
+	back := testenv.Supervise(t, append(append([]string{}, w.env...), sweep...), filepath.Join(w.bin, "worker"))
+	w.redriven(id, back)
 }

@@ -145,18 +145,28 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	// fails replay is checked for completions a stranger wrote
 	// (worker/provenance, tampered.go).
 	foreign := prometheus.Handler.Counter(metrics.ForeignWorkflowTasks)
-	signed, signedBy, err := signing(acts.Store, deployment.Name, func() { foreign.Inc(1) }, logger)
+	guard, err := newProvenanceGuard(acts.Store, deployment.Name, func() { foreign.Inc(1) }, logger)
 	if err != nil {
 		return err
 	}
 	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
-		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), signed),
+		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), guard.dialOption()),
 		func(o *client.Options) { o.Logger = parked.Logger(o.Logger) })
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	signedBy(c)
+	guard.dialled(c)
+	// Claim runs a stranger ended outright are found by their closing
+	// with the claim still open in the store (FOREIGN_SWEEP_EVERY,
+	// default 1m; "0" turns it off).
+	sweepEvery, err := config.Duration("FOREIGN_SWEEP_EVERY", time.Minute)
+	if err != nil {
+		return err
+	}
+	swctx, stopSweep := context.WithCancel(context.Background())
+	defer stopSweep()
+	go guard.sweep(swctx, sweepEvery)
 
 	recorder := refusals.New(acts.Store, logger)
 	defer recorder.Close()
