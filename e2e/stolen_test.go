@@ -12,16 +12,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
-	deploymentpb "go.temporal.io/api/deployment/v1"
-	enumspb "go.temporal.io/api/enums/v1"
-	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/codec"
-	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -63,24 +58,10 @@ func TestAStolenPaymentTaskIsWorthNothing(t *testing.T) {
 
 	// The thief: the raw gRPC API, no payload keys, the worker's version
 	// read from the server.
-	thief, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
-	require.NoError(t, err)
-	defer thief.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dep, err := thief.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
-		Namespace: "default", DeploymentName: config.DefaultDeploymentName})
-	require.NoError(t, err)
-	current := dep.GetWorkerDeploymentInfo().GetRoutingConfig().GetCurrentDeploymentVersion()
-	require.NotEmpty(t, current.GetBuildId(), "the worker's build is current")
-	var task *workflowservice.PollActivityTaskQueueResponse
-	for task.GetTaskToken() == nil && ctx.Err() == nil {
-		task, err = thief.WorkflowService().PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{
-			Namespace: "default", TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-			Identity: "thief", DeploymentOptions: &deploymentpb.WorkerDeploymentOptions{DeploymentName: current.GetDeploymentName(),
-				BuildId: current.GetBuildId(), WorkerVersioningMode: enumspb.WORKER_VERSIONING_MODE_VERSIONED}})
-		require.NoError(t, err)
-	}
+	thief := w.thief(ctx)
+	task := thief.activityTask(ctx)
 	require.Equal(t, "PayClaimant", task.GetActivityType().GetName(), "the thief took the payment task")
 
 	// What it took is ciphertext: no payee, no amount, no name.
@@ -97,7 +78,7 @@ func TestAStolenPaymentTaskIsWorthNothing(t *testing.T) {
 	forged, err := converter.GetDefaultDataConverter().ToPayloads(activities.PayResult{TransferID: "tr_forged", AmountMinor: 184000,
 		Currency: "usd", Destination: "acct_1Ada"})
 	require.NoError(t, err)
-	_, err = thief.WorkflowService().RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{
+	_, err = thief.c.WorkflowService().RespondActivityTaskCompleted(ctx, &workflowservice.RespondActivityTaskCompletedRequest{
 		Namespace: "default", TaskToken: task.GetTaskToken(), Result: &commonpb.Payloads{Payloads: forged.GetPayloads()}, Identity: "thief"})
 	require.NoError(t, err, "the dev server takes the thief's answer")
 

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 	commandpb "go.temporal.io/api/command/v1"
 	commonpb "go.temporal.io/api/common/v1"
-	deploymentpb "go.temporal.io/api/deployment/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	taskqueuepb "go.temporal.io/api/taskqueue/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -21,7 +20,6 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
-	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -70,25 +68,10 @@ func (w *world) thiefTakesTheApproval(id string, env []string) (client.Client, *
 	out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", "approve", "--input", receipt)
 	require.NoError(t, err, out) // a real decision, in a task nobody takes
 
-	thief, err := client.Dial(client.Options{HostPort: addr(w.env), Namespace: "default"})
-	require.NoError(t, err)
-	t.Cleanup(thief.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	dep, err := thief.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
-		Namespace: "default", DeploymentName: config.DefaultDeploymentName})
-	require.NoError(t, err)
-	current := dep.GetWorkerDeploymentInfo().GetRoutingConfig().GetCurrentDeploymentVersion()
-	var task *workflowservice.PollWorkflowTaskQueueResponse
-	for task.GetWorkflowExecution().GetWorkflowId() != id && ctx.Err() == nil {
-		task, err = thief.WorkflowService().PollWorkflowTaskQueue(ctx, &workflowservice.PollWorkflowTaskQueueRequest{
-			Namespace: "default", Identity: "thief",
-			TaskQueue: &taskqueuepb.TaskQueue{Name: workflows.TaskQueue, Kind: enumspb.TASK_QUEUE_KIND_NORMAL},
-			DeploymentOptions: &deploymentpb.WorkerDeploymentOptions{DeploymentName: current.GetDeploymentName(),
-				BuildId: current.GetBuildId(), WorkerVersioningMode: enumspb.WORKER_VERSIONING_MODE_VERSIONED}})
-		require.NoError(t, err)
-	}
-	return thief, task
+	th := w.thief(ctx)
+	return th.c, th.workflowTask(ctx, id)
 }
 
 // redriven checks the dead letter the stranger's answer left on claim id
