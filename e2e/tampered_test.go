@@ -30,9 +30,9 @@ import (
 // answers it with commands of its own, a payment of a million to its own
 // account. The worker that comes back fails to replay the history, finds
 // the completion it did not sign, and dead-letters the run with the
-// reason, no money moved. claimsctl dlq lists it, and redrive resets it to before the
-// stranger's task: the approval is applied again, and the claimant is paid
-// once, as approved.
+// reason, no money moved. claimsctl dlq lists it, and redrive resets it to
+// the stranger's answer: the approval is applied again, and the claimant
+// is paid once, as approved.
 func TestAForeignWorkflowTaskAnswerIsDeadLettered(t *testing.T) {
 	w := newWorld(t)
 	id := "claim-e2e-tampered"

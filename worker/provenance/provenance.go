@@ -29,6 +29,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -202,7 +203,7 @@ type History func(ctx context.Context, workflowID, runID string) ([]*historypb.H
 // a stranger wrote part of it. since is when signing began (Check).
 func (s *Signer) Interceptor(history History, since func(context.Context) time.Time, tampered Tampered, logf func(string, ...any)) grpc.UnaryClientInterceptor {
 	ix := &interceptor{s: s, history: history, since: since, tampered: tampered, logf: logf,
-		tasks: map[string]Task{}, checked: map[string]bool{}}
+		tasks: map[string]polled{}, checked: map[string]bool{}}
 	return ix.intercept
 }
 
@@ -214,14 +215,25 @@ type interceptor struct {
 	logf     func(string, ...any)
 
 	mu      sync.Mutex
-	tasks   map[string]Task // by task token: tasks polled, not yet answered
-	checked map[string]bool // runs already checked after a failure
+	tasks   map[string]polled // by task token: tasks polled, not yet answered
+	checked map[string]bool   // runs already checked after a failure
+}
+
+type polled struct {
+	Task
+	at time.Time
 }
 
 // maxTasks bounds the tasks remembered: a worker holds at most its
 // workflow task slots at once; a token the SDK never answers (a worker
-// stopping) must not pile up.
-const maxTasks = 4096
+// stopping) must not pile up. At the bound, tokens older than staleAfter
+// go: no workflow task lives that long (its timeout is seconds), and one
+// still in flight must keep its token, or its completion goes unsigned.
+const (
+	maxTasks   = 4096
+	staleAfter = 10 * time.Minute
+	maxChecked = 10_000 // a run forgotten is only checked again
+)
 
 func (ix *interceptor) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	switch r := req.(type) {
@@ -234,6 +246,8 @@ func (ix *interceptor) intercept(ctx context.Context, method string, req, reply 
 		if ok && r.GetCause() == enumspb.WORKFLOW_TASK_FAILED_CAUSE_NON_DETERMINISTIC_ERROR {
 			go ix.check(t)
 		}
+	case *workflowservice.RespondQueryTaskCompletedRequest:
+		ix.task(r.GetTaskToken(), true) // a query-only task, answered: no completion follows
 	}
 	err := invoker(ctx, method, req, reply, cc, opts...)
 	if err != nil {
@@ -260,22 +274,23 @@ func (ix *interceptor) remember(req any, r *workflowservice.PollWorkflowTaskQueu
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	now := time.Now()
 	if len(ix.tasks) >= maxTasks {
-		clear(ix.tasks)
+		maps.DeleteFunc(ix.tasks, func(_ string, p polled) bool { return now.Sub(p.at) > staleAfter })
 	}
-	ix.tasks[string(r.GetTaskToken())] = Task{Namespace: ns, WorkflowID: r.GetWorkflowExecution().GetWorkflowId(),
-		RunID: r.GetWorkflowExecution().GetRunId(), StartedEventID: r.GetStartedEventId()}
+	ix.tasks[string(r.GetTaskToken())] = polled{Task: Task{Namespace: ns, WorkflowID: r.GetWorkflowExecution().GetWorkflowId(),
+		RunID: r.GetWorkflowExecution().GetRunId(), StartedEventID: r.GetStartedEventId()}, at: now}
 }
 
 // task is the task a token names; done forgets it.
 func (ix *interceptor) task(token []byte, done bool) (Task, bool) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	t, ok := ix.tasks[string(token)]
+	p, ok := ix.tasks[string(token)]
 	if ok && done {
 		delete(ix.tasks, string(token))
 	}
-	return t, ok
+	return p.Task, ok
 }
 
 func (ix *interceptor) check(t Task) {
@@ -284,6 +299,9 @@ func (ix *interceptor) check(t Task) {
 	if ix.checked[run] {
 		ix.mu.Unlock()
 		return
+	}
+	if len(ix.checked) >= maxChecked {
+		clear(ix.checked)
 	}
 	ix.checked[run] = true
 	ix.mu.Unlock()
@@ -315,9 +333,4 @@ func clip(s string) string {
 		return s[:120] + "…"
 	}
 	return s
-}
-
-// String is a task for a log line.
-func (t Task) String() string {
-	return t.WorkflowID + " run " + t.RunID + " event " + strconv.FormatInt(t.StartedEventID, 10)
 }

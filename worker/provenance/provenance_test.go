@@ -1,13 +1,18 @@
 package provenance
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/durableclaims/durableclaims/internal/codec"
@@ -135,4 +140,35 @@ func TestCheckFindsTheFirstCompletionAStrangerWrote(t *testing.T) {
 	assert.Nil(t, s.Check(reset.events, "default", "claim-0042", "run-2", began).Foreign)
 	assert.NotNil(t, s.Check(reset.events, "default", "claim-0042", "run-3", began).Foreign,
 		"a signature for another run of the claim is not this one's")
+}
+
+// The interceptor signs a completion with the task its poll handed out,
+// even after thousands of other tokens came and went; a query-only task's
+// token is forgotten once answered.
+func TestTheInterceptorKeepsAnInFlightTasksToken(t *testing.T) {
+	s := signer(t)
+	ix := s.Interceptor(nil, nil, nil, func(string, ...any) {})
+	poll := func(token string, started int64) {
+		req := &workflowservice.PollWorkflowTaskQueueRequest{Namespace: "default"}
+		reply := &workflowservice.PollWorkflowTaskQueueResponse{}
+		require.NoError(t, ix(context.Background(), "Poll", req, reply, nil,
+			func(_ context.Context, _ string, _, r any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+				*r.(*workflowservice.PollWorkflowTaskQueueResponse) = workflowservice.PollWorkflowTaskQueueResponse{TaskToken: []byte(token),
+					WorkflowExecution: &commonpb.WorkflowExecution{WorkflowId: "claim-0042", RunId: "run-1"}, StartedEventId: started}
+				return nil
+			}))
+	}
+	answer := func(req any) {
+		require.NoError(t, ix(context.Background(), "Respond", req, &workflowservice.RespondWorkflowTaskCompletedResponse{}, nil,
+			func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }))
+	}
+	poll("in-flight", 7)
+	for i := range maxTasks + 10 {
+		poll(fmt.Sprintf("query-%d", i), 3)
+		answer(&workflowservice.RespondQueryTaskCompletedRequest{TaskToken: []byte(fmt.Sprintf("query-%d", i))})
+	}
+	done := &workflowservice.RespondWorkflowTaskCompletedRequest{TaskToken: []byte("in-flight"), Identity: "w@host@"}
+	answer(done)
+	_, valid := s.Signed(done.GetIdentity(), Task{Namespace: "default", WorkflowID: "claim-0042", RunID: "run-1", StartedEventID: 7})
+	assert.True(t, valid, "signed for its own task: %s", done.GetIdentity())
 }
