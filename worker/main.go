@@ -145,7 +145,7 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	// fails replay is checked for completions a stranger wrote
 	// (worker/provenance, tampered.go).
 	foreign := prometheus.Handler.Counter(metrics.ForeignWorkflowTasks)
-	guard, err := newProvenanceGuard(acts.Store, deployment.Name, func() { foreign.Inc(1) }, logger)
+	guard, err := newProvenanceGuard(acts.Store, deployment, func() { foreign.Inc(1) }, logger)
 	if err != nil {
 		return err
 	}

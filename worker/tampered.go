@@ -43,7 +43,13 @@ type provenanceGuard struct {
 	c          client.Client // set once dialled (dialled): checks run only after tasks
 }
 
-func newProvenanceGuard(st *store.Store, deployment string, counter func(), logger *slog.Logger) (*provenanceGuard, error) {
+// signingBuilds names, in the store's worker_builds, the builds that ran
+// signing their completions: a deployment's builds are recorded under its
+// name whether or not they sign (PAYLOAD_ENCRYPTION=off), and runs are
+// judged from when the first signing one ran.
+func signingBuilds(deployment string) string { return deployment + "#signed" }
+
+func newProvenanceGuard(st *store.Store, d config.Deployment, counter func(), logger *slog.Logger) (*provenanceGuard, error) {
 	kr, err := config.PayloadKeys()
 	if err != nil {
 		return nil, err
@@ -56,7 +62,10 @@ func newProvenanceGuard(st *store.Store, deployment string, counter func(), logg
 	if err != nil {
 		return nil, err
 	}
-	return &provenanceGuard{signer: s, st: st, namespace: config.Get("TEMPORAL_NAMESPACE", "default"), deployment: deployment,
+	if err := st.RecordBuild(context.Background(), signingBuilds(d.Name), d.BuildID); err != nil {
+		return nil, err
+	}
+	return &provenanceGuard{signer: s, st: st, namespace: config.Get("TEMPORAL_NAMESPACE", "default"), deployment: d.Name,
 		counter: counter, log: logger}, nil
 }
 
@@ -91,7 +100,7 @@ func (g *provenanceGuard) history(ctx context.Context, id, runID string) ([]*his
 
 // since is when this deployment's builds began signing (provenance.Check).
 func (g *provenanceGuard) since(ctx context.Context) time.Time {
-	t, err := g.st.FirstBuild(ctx, g.deployment)
+	t, err := g.st.FirstBuild(ctx, signingBuilds(g.deployment))
 	if err != nil {
 		g.log.Warn("first signing build unknown: runs are judged as if started before it", "error", err)
 	}

@@ -28,9 +28,9 @@ func (s *Store) KnownBuild(ctx context.Context, deployment, build string) (bool,
 	return n > 0, nil
 }
 
-// FirstBuild is when the first build recorded for deployment ran: builds
-// from then on sign their workflow task completions (worker/provenance).
-// Zero when none is recorded.
+// FirstBuild is when the first build recorded for deployment ran (the
+// worker records its signing builds under a name of their own: from then
+// on, completions are signed, worker/provenance). Zero when none is.
 func (s *Store) FirstBuild(ctx context.Context, deployment string) (time.Time, error) {
 	var first stamp
 	if err := s.queryRow(ctx, `SELECT MIN(first_seen) FROM worker_builds WHERE deployment = ?`, deployment).Scan(&first); err != nil {
