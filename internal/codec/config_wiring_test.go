@@ -18,14 +18,20 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 )
 
+// noKeysGiven runs t in an empty directory, with no key file or keys in
+// the environment, and the Temporal frontend on this machine.
+func noKeysGiven(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv(codec.EnvKeysFile, "")
+	t.Setenv(codec.EnvKeys, "")
+	t.Setenv("TEMPORAL_ADDRESS", "")
+}
+
 // The binaries get their data converter from internal/config; check the
 // wiring from here (internal/config has no test of its own for it).
 func TestConfigDataConverter(t *testing.T) {
 	t.Run("encryption on by default, keys made once on this machine", func(t *testing.T) {
-		t.Chdir(t.TempDir())
-		t.Setenv(codec.EnvKeysFile, "")
-		t.Setenv(codec.EnvKeys, "")
-		t.Setenv("TEMPORAL_ADDRESS", "")
+		noKeysGiven(t)
 		dc, err := config.DataConverter()
 		require.NoError(t, err)
 		p, err := dc.ToPayload(map[string]string{"email": "someone@example.org"})
@@ -42,9 +48,7 @@ func TestConfigDataConverter(t *testing.T) {
 		assert.Equal(t, "someone@example.org", back["email"])
 	})
 	t.Run("a frontend elsewhere needs the keys given", func(t *testing.T) {
-		t.Chdir(t.TempDir())
-		t.Setenv(codec.EnvKeysFile, "")
-		t.Setenv(codec.EnvKeys, "")
+		noKeysGiven(t)
 		t.Setenv("TEMPORAL_ADDRESS", "temporal.internal:7233")
 		_, err := config.DataConverter()
 		require.Error(t, err)
@@ -53,9 +57,7 @@ func TestConfigDataConverter(t *testing.T) {
 		assert.ErrorIs(t, err, fs.ErrNotExist, "no key is made for a frontend on another machine")
 	})
 	t.Run("encryption off", func(t *testing.T) {
-		t.Chdir(t.TempDir())
-		t.Setenv(codec.EnvKeysFile, "")
-		t.Setenv(codec.EnvKeys, "")
+		noKeysGiven(t)
 		t.Setenv("PAYLOAD_ENCRYPTION", "off")
 		dc, err := config.DataConverter()
 		require.NoError(t, err)
