@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Records one history per ClaimWorkflow path into workflows/testdata/histories/,
-# for the replay test that runs on every `make test`. Run it (make histories)
-# after a change to workflow code that is meant to be compatible: it keeps the
+# Records one history per ClaimWorkflow path into the replay corpus, for the
+# replay test that runs on every `make test`: on the shelf of the version new
+# runs record, workflows/testdata/histories/<version>/ (versionLatest in
+# workflows/versions.go, named as workflows/corpus_test.go names shelves:
+# versionLocalNotices is local-notices). Run it (make histories) after a
+# change to workflow code that is meant to be compatible: it keeps the
 # histories recorded before the change, so both old and new are replayed.
 #
 # Each file is `temporal workflow show --output json` of one real run against
@@ -15,7 +18,10 @@ STRIPESIM_ADDR=${HIST_STRIPESIM_ADDR:-localhost:12121}
 UI_PORT=${HIST_UI_PORT:-8243}
 source scripts/lib.sh
 
-OUT=workflows/testdata/histories
+SHELF=$(sed -n 's/^[[:space:]]*versionLatest[[:space:]]*=[[:space:]]*version\([A-Za-z0-9]*\).*/\1/p' workflows/versions.go |
+  sed -E 's/([A-Z])/-\1/g; s/^-//' | tr '[:upper:]' '[:lower:]')
+[ -n "$SHELF" ] || { echo "record-histories: no versionLatest in workflows/versions.go" >&2; exit 1; }
+OUT=workflows/testdata/histories/$SHELF
 TAG=${HIST_TAG:-$(date -u +%Y%m%d)}
 mkdir -p "$OUT"
 

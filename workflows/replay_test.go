@@ -29,9 +29,13 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 )
 
-// histories are real runs recorded by `make histories`, one per path.
+// corpus is the replay corpus: real runs recorded by `make histories`, one
+// per path, on a shelf (a folder) per workflow version (corpus_test.go).
+var corpus = filepath.Join("testdata", "histories")
+
+// histories are every recorded history, of every shelf.
 func histories(t *testing.T) []string {
-	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	files, err := filepath.Glob(filepath.Join(corpus, "*", "*.json"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files, "no recorded histories: run `make histories`")
 	return files
@@ -119,7 +123,7 @@ func TestRecordedHistoriesCarryTaskPriorities(t *testing.T) {
 // A model step that found no capacity in time waited on a durable timer
 // and ran again: the rate-limited history holds the handed-back wait.
 func TestRecordedHistoryOfADurableModelWait(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("testdata", "histories", "hist-budget-openai-rate-limited.json"))
+	b, err := os.ReadFile(recordedPath(t, "hist-budget-openai-rate-limited.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "ModelBudgetWait")
 	assert.Contains(t, string(b), "EVENT_TYPE_TIMER_FIRED")
@@ -364,10 +368,20 @@ func TestARecordedEscalationIsOneWorkflowTask(t *testing.T) {
 	}
 }
 
+// recordedPath finds one of the recorded histories by file name, on
+// whichever shelf it is.
+func recordedPath(t *testing.T, name string) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(corpus, "*", name))
+	require.NoError(t, err)
+	require.Len(t, paths, 1, "recorded history %s", name)
+	return paths[0]
+}
+
 // recordedHistory reads one of the recorded histories by file name.
 func recordedHistory(t *testing.T, name string) *historypb.History {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "histories", name))
+	f, err := os.Open(recordedPath(t, name))
 	require.NoError(t, err)
 	defer f.Close()
 	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.temporal.io/sdk/client"
@@ -40,7 +39,7 @@ func Command(ctx context.Context, args []string, out io.Writer, dial func(contex
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up (exit 1, not a pass) after this long")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	files := fs.String("histories", "", "replay the history files (*.json) in this directory instead of the namespace's runs: the committed corpus, or histories exported with temporal workflow show --output json, each named after its workflow ID (--closed, --query and --task-queue do not apply)")
+	files := fs.String("histories", "", "replay the history files (*.json) in this directory and its folders instead of the namespace's runs: the committed corpus (a folder per workflow version), or histories exported with temporal workflow show --output json, each named after its workflow ID (--closed, --query and --task-queue do not apply)")
 	if err := fs.Parse(args); err != nil {
 		return 0, err
 	}
@@ -64,12 +63,12 @@ func Command(ctx context.Context, args []string, out io.Writer, dial func(contex
 	var rep Report
 	var checkErr error
 	if *files != "" {
-		paths, err := filepath.Glob(filepath.Join(*files, "*.json"))
+		paths, err := HistoryFiles(*files)
 		if err != nil {
 			return 0, err
 		}
 		if len(paths) == 0 {
-			return 0, fmt.Errorf("replay-check: no *.json histories in %s", *files)
+			return 0, fmt.Errorf("replay-check: no *.json histories in %s or its folders", *files)
 		}
 		rep, checkErr = CheckFiles(paths, o)
 	} else {

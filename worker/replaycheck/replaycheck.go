@@ -5,10 +5,10 @@
 // fail the same way on this build (a nondeterminism error, a panic): the
 // check names it and the command that diverged, and the deploy stops.
 //
-// The committed corpus (workflows/testdata/histories) says that the paths
-// someone thought of still replay; this says that the runs the namespace
-// actually holds do, including the ones parked for days under builds long
-// gone.
+// The committed corpus (workflows/testdata/histories, a folder per
+// workflow version) says that the paths someone thought of still replay;
+// this says that the runs the namespace actually holds do, including the
+// ones parked for days under builds long gone.
 package replaycheck
 
 import (
@@ -465,6 +465,18 @@ func CheckFiles(paths []string, o Options) (Report, error) {
 	}
 	rep.Took = time.Since(begin)
 	return rep, nil
+}
+
+// HistoryFiles are the history files (*.json) in dir and in its folders
+// one level down: the committed corpus keeps a folder per workflow version
+// (workflows/testdata/histories/<version>/), an export may be flat.
+func HistoryFiles(dir string) ([]string, error) {
+	flat, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	shelved, err := filepath.Glob(filepath.Join(dir, "*", "*.json"))
+	return append(flat, shelved...), err
 }
 
 func readHistory(path string) (*historypb.History, error) {

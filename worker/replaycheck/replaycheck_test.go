@@ -25,7 +25,7 @@ import (
 )
 
 func corpus(t *testing.T) []string {
-	paths, err := filepath.Glob(filepath.Join("..", "..", "workflows", "testdata", "histories", "*.json"))
+	paths, err := HistoryFiles(filepath.Join("..", "..", "workflows", "testdata", "histories"))
 	require.NoError(t, err)
 	require.NotEmpty(t, paths)
 	return paths
