@@ -258,10 +258,10 @@ func (r *claimRun) taskBoundary() { r.pending = "" }
 // From versionLocalNotices on a local notice may have run in the task the
 // wait ends in (a reminder, then a decision in the same task): clearing
 // its pending result is safe only because every such run also has
-// decisionsPending, which sets pending again at once.
+// since.decided, which sets pending again at once.
 func (r *claimRun) waited() {
 	r.taskBoundary()
-	if r.decisionsPending {
+	if r.since.decided {
 		r.pending = "decision"
 	}
 }
@@ -277,7 +277,7 @@ func (r *claimRun) waited() {
 // the write-once audit would refuse the record. (After an auto-approval the
 // payment, a regular activity, records the task anyway.)
 func (r *claimRun) ruled() {
-	if r.provenance {
+	if r.since.provenance {
 		r.pending = "decision"
 	}
 }
@@ -296,7 +296,7 @@ func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interf
 	for {
 		err := r.execOnce(ctx, p, fn, in, out)
 		wait, attempt, ok := budgetWait(err)
-		if !ok || !r.budgetWaits {
+		if !ok || !r.since.budgetWaits {
 			return err
 		}
 		// The attempts before the one that handed the wait back ran (and
@@ -398,11 +398,11 @@ func (r *claimRun) callModel(ctx workflow.Context, p stepPlan, fn, in any, out i
 // cap (checked before the next call).
 func (r *claimRun) used(step claim.Step, turn int, use ModelUse, u activities.Usage) {
 	use.Step, use.Turn, use.TokensIn, use.TokensOut = int(step), turn, u.TokensIn, u.TokensOut
-	if !r.provenance { // runs before keep their records' bytes
+	if !r.since.provenance { // runs before keep their records' bytes
 		use.PromptVersion, use.BuildID = "", ""
 	}
 	cost := r.price.Cost(u.TokensIn, u.TokensOut)
-	if r.agent { // runs before the loop recorded no per-call cost
+	if r.since.agent { // runs before the loop recorded no per-call cost
 		use.CostMicros = cost
 	}
 	r.models = append(r.models, use)

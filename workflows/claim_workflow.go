@@ -45,13 +45,16 @@ type claimRun struct {
 	claim claim.Claim // as last read from the system of record
 	progress
 	gate *approvals.Gate
+	// since says which versions' changes the run has (versions.go): set
+	// once, at intake.
+	since versionSwitches
 	// amendedBy lists who amended the claim, as last read: none of them
 	// may approve it.
 	amendedBy []string
-	// review is what intake found for the review rules (nil for runs
-	// before them); flags are the fraud signals the triage agent raised
+	// review is what intake found for the review rules, as last read
+	// (since.review); flags are the fraud signals the triage agent raised
 	// with its flag tool.
-	review *activities.Review
+	review activities.Review
 	flags  []string
 
 	published       string    // ClaimStatus as last upserted
@@ -70,38 +73,12 @@ type claimRun struct {
 	stepStarted time.Time
 	overBudget  bool
 
-	// agent is true for runs whose triage is the agent loop (versionAgent
-	// of versionClaim); older runs replay their single triage call.
-	agent bool
-	// records is how the close and the audit record run: plan.record from
-	// versionRecords on; before, the close was plan.effect and the audit
-	// plan.sideStep (see close).
-	records stepPlan
-	// decisionsPending: what the task that ends a wait decided is pending
-	// until recorded (versionDecided on; see waited in checkpoint.go).
-	decisionsPending bool
-	// rechecks: a wait reads the claim again on the changed signal
-	// (versionRecheck on); rechecked is what the last such read found.
-	rechecks  bool
+	// rechecked is what the last read on the changed signal found
+	// (since.recheck).
 	rechecked activities.LoadClaimResult
-	// deadLetterFile: a dead letter writes its record and claim file
-	// (versionDeadLetterFile on).
-	deadLetterFile bool
-	// queue: each change of an approval wait goes to the approval queue
-	// (versionQueue on).
-	queue bool
-	// budgetWaits: a model step out of capacity hands its wait back, and
-	// the run waits on a durable timer (versionBudget on, exec).
-	budgetWaits bool
-	// notices is how the wait's reminder and escalation notice run:
-	// plan.notice from versionLocalNotices on, plan.effect before.
-	notices stepPlan
-	// provenance: decisions name their build, the policy version and the
-	// model answers they rest on, and model calls their build and prompt
-	// version (versionProvenance on). policyVersion is the version intake
-	// recorded; decided what decided the outcome; triageAnswer and
+	// What decisions name (since.provenance): policyVersion is the version
+	// intake recorded; decided what decided the outcome; triageAnswer and
 	// assessAnswer the output_sha256 of the answers a decision rests on.
-	provenance    bool
 	policyVersion string
 	decided       *Decided
 	triageAnswer  string
@@ -173,7 +150,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	// tools until it can (runs started before the loop make one call).
 	r.enter(ctx, claim.StepTriage)
 	var triage activities.TriageResult
-	if r.agent {
+	if r.since.agent {
 		t, err := r.triageAgent(ctx)
 		if err != nil {
 			return r.deadLetter(ctx, err)
@@ -318,35 +295,21 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaimResult) error {
 	r.setClaim(loaded.Claim, loaded.Version)
 	r.amendedBy = loaded.AmendedBy
-	version := workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionLatest)
-	r.agent = version >= versionAgent
-	r.records = plan.sideStep
-	if version >= versionRecords {
-		r.records = plan.record
-	}
-	r.decisionsPending = version >= versionDecided
-	r.rechecks = version >= versionRecheck
-	r.deadLetterFile = version >= versionDeadLetterFile
-	r.queue = version >= versionQueue
-	r.budgetWaits = version >= versionBudget
-	r.notices = plan.effect
-	if version >= versionLocalNotices {
-		r.notices = plan.notice
-	}
-	if r.provenance = version >= versionProvenance; r.provenance {
+	r.since = switchesOf(workflow.GetVersion(ctx, versionClaim, workflow.DefaultVersion, versionLatest))
+	if r.since.provenance {
 		r.policyVersion = loaded.PolicyVersion
 		r.gate.Stamp(r.policyVersion, r.build)
 	}
-	if version >= versionReview {
-		r.review = orEmpty(loaded.Review)
+	if r.since.review {
+		r.review = found(loaded.Review)
 	}
-	if version >= versionTrusted {
+	if r.since.trusted {
 		if err := r.adoptPolicy(loaded.Rules); err != nil {
 			workflow.GetLogger(ctx).Error("claim refused: its input loosens the insurer's policy", "error", err)
 			return err
 		}
 	}
-	if version >= versionAuthority && r.trust != nil {
+	if r.since.authority && r.trust != nil {
 		r.trust.Audience, r.trust.Identities = loaded.Audience, true
 	}
 	return nil
@@ -367,8 +330,8 @@ func (r *claimRun) reread(ctx workflow.Context, appr *approvals.Approval) (activ
 		return now, err
 	}
 	r.amendedBy = now.AmendedBy
-	if r.review != nil {
-		r.review = orEmpty(now.Review)
+	if r.since.review {
+		r.review = found(now.Review)
 	}
 	return now, nil
 }
@@ -387,11 +350,11 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 	}
 	r.enter(ctx, claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage},
-		WaitsForBudget: r.budgetWaits}
-	if r.agent {
+		WaitsForBudget: r.since.budgetWaits}
+	if r.since.agent {
 		in.Price = r.price
 	}
-	if r.agent && r.spendMicros >= r.caps.MaxModelSpendMicros {
+	if r.since.agent && r.spendMicros >= r.caps.MaxModelSpendMicros {
 		// Out of model budget: a human assesses, with the covered amount
 		// proposed. Nothing is paid without that human.
 		res.Output = activities.ReviewAssessment(r.coverage.CoveredMinor, fmt.Sprintf("not assessed by the model: spend cap reached (%d of %d micro-dollars)",
@@ -446,7 +409,7 @@ func (r *claimRun) waitHooks() approvals.Hooks {
 			metrics.Count(ctx, metrics.ApprovalsEscalated, nil)
 			return r.approvalNotice(a.EscalateApproval, "escalate")(ctx, appr)
 		}}
-	if r.notices.how == runCostly {
+	if r.since.localNotices {
 		// A fired timer is a task boundary: the notice that follows runs
 		// local even when the one before it (the reminder) did.
 		h.TimerFired = r.taskBoundary
@@ -457,7 +420,7 @@ func (r *claimRun) waitHooks() approvals.Hooks {
 // publishApproval is the wait's OnChange hook from versionQueue on (nil
 // before): the wait's whole state, at its revision, to the approval queue.
 func (r *claimRun) publishApproval() func(workflow.Context, *approvals.Approval) error {
-	if !r.queue {
+	if !r.since.queue {
 		return nil
 	}
 	// Not through exec: a projection is not one of the run's steps, so it
@@ -476,7 +439,7 @@ func (r *claimRun) publishApproval() func(workflow.Context, *approvals.Approval)
 // and end the wait if it was withdrawn or changed in what the request
 // covers. What it read is kept in rechecked for the round to act on.
 func (r *claimRun) recheck() func(workflow.Context, *approvals.Approval) (string, error) {
-	if !r.rechecks {
+	if !r.since.recheck {
 		return nil
 	}
 	return func(ctx workflow.Context, appr *approvals.Approval) (string, error) {
@@ -551,9 +514,9 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 
 	r.enter(ctx, claim.StepClose)
 	var closed activities.CloseResult
-	closeStep := r.records
-	if r.records.name != plan.record.name {
-		closeStep = plan.effect // runs before versionRecords
+	closeStep, auditStep := plan.effect, plan.sideStep
+	if r.since.localRecords {
+		closeStep, auditStep = plan.record, plan.record
 	}
 	if err := r.exec(ctx, closeStep, a.CloseClaim, activities.CloseInput{
 		Key: r.key(claim.StepClose), ClaimID: c.ID, Outcome: outcome, TransferID: r.pay.TransferID, PayoutMinor: r.payoutMinor,
@@ -574,7 +537,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		return ClaimResult{}, err
 	}
 	var audited activities.AuditResult
-	if err := r.exec(ctx, r.records, a.WriteAudit, activities.AuditInput{
+	if err := r.exec(ctx, auditStep, a.WriteAudit, activities.AuditInput{
 		Key: r.key(claim.StepAudit), ClaimID: c.ID, Record: record,
 	}, &audited); err != nil {
 		return r.deadLetter(ctx, err)
@@ -631,7 +594,7 @@ func (r *claimRun) deadLetter(ctx workflow.Context, err error) (ClaimResult, err
 	r.stepDone(ctx, "error")
 	metrics.Count(ctx, metrics.ClaimsCompleted, map[string]string{"status": StatusDeadLettered})
 	r.reason = fmt.Sprintf("step %d (%s) failed: %s", dl.Step, dl.StepName, dl.Error)
-	if r.deadLetterFile {
+	if r.since.deadLetterFile {
 		r.fileDeadLetter(ctx)
 	}
 	r.publish(ctx, StatusDeadLettered)
@@ -684,9 +647,13 @@ func (r *claimRun) approvalNotice(fn any, kind string) func(workflow.Context, *a
 			Key: key, ClaimID: r.claim.ID, Amount: appr.Request.Amount, Currency: r.claim.Currency,
 			RequestSHA256: appr.RequestSHA256, Deadline: appr.Deadline,
 		}
+		notice := plan.effect
+		if r.since.localNotices {
+			notice = plan.notice
+		}
 		var res activities.NotifyResult
-		local := r.notices.runsLocal(r.pending)
-		err := r.exec(ctx, r.notices, fn, in, &res)
+		local := notice.runsLocal(r.pending)
+		err := r.exec(ctx, notice, fn, in, &res)
 		if err != nil && local && retryRegular(err) {
 			// Its quick local attempts failed (a relay slow or down): the
 			// regular form retries without a workflow task each time.
@@ -710,7 +677,7 @@ func retryRegular(err error) bool {
 // (Decided.By), the verdict, the build that decided, the policy version and
 // the model answers it rests on.
 func (r *claimRun) decide(by string, v approvals.Verdict, build string) {
-	if !r.provenance {
+	if !r.since.provenance {
 		return
 	}
 	var answers []string

@@ -17,7 +17,7 @@ func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activitie
 		reasons = append(reasons, fmt.Sprintf("payout %s is above the auto-approve limit %s",
 			claim.FormatAmount(payout, c.Currency), claim.FormatAmount(limit, c.Currency)))
 	}
-	if r.review != nil {
+	if r.since.review {
 		reasons = append(reasons, r.ruleReasons(t)...)
 	}
 	if t.NeedsReview {
@@ -77,9 +77,11 @@ func ReasonKind(reason string) string {
 	return reason
 }
 
-func orEmpty(rv *activities.Review) *activities.Review {
+// found is what a read of the claim found for the review rules: nothing
+// when it recorded nothing.
+func found(rv *activities.Review) activities.Review {
 	if rv == nil {
-		return &activities.Review{}
+		return activities.Review{}
 	}
-	return rv
+	return *rv
 }

@@ -55,7 +55,8 @@ type Route struct {
 // RouteClaim applies the rules of steps 3–5 to in. An error is a policy
 // the options loosen: the claim workflow refuses such a run at intake.
 func RouteClaim(in RouteInput) (Route, error) {
-	r := &claimRun{claim: in.Claim, settings: inputSettings(in.Options, in.Claim.Currency), review: in.Review, flags: in.Flags}
+	r := &claimRun{claim: in.Claim, settings: inputSettings(in.Options, in.Claim.Currency), flags: in.Flags}
+	r.since.review, r.review = in.Review != nil, found(in.Review)
 	if in.Rules != nil {
 		s, err := policySettings(*in.Rules, in.Options, in.Claim.Currency)
 		if err != nil {

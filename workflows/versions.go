@@ -1,5 +1,7 @@
 package workflows
 
+import "go.temporal.io/sdk/workflow"
+
 // The claim workflow's versions: the one home of this table. docs/design.md
 // and docs/reliability.md link here rather than repeating it.
 
@@ -86,3 +88,39 @@ const (
 	// versionLatest is what new runs record.
 	versionLatest = versionLocalNotices
 )
+
+// versionSwitches are what a run does by the version it recorded: one
+// table, set once at intake (admitIntake) and read where each change is
+// made. A run before intake has read its version has none of them.
+type versionSwitches struct {
+	agent          bool // versionAgent: triage is the agent loop
+	trusted        bool // versionTrusted: the worker's policy, signed receipts
+	review         bool // versionReview: the deterministic review rules
+	localRecords   bool // versionRecords: the close and the audit run local (plan.record)
+	authority      bool // versionAuthority: receipts name their audience; people, not spellings
+	decided        bool // versionDecided: what ends a wait is pending until recorded
+	recheck        bool // versionRecheck: the changed signal reads the claim again
+	deadLetterFile bool // versionDeadLetterFile: a dead letter writes its record and claim file
+	queue          bool // versionQueue: each change of a wait goes to the approval queue
+	budgetWaits    bool // versionBudget: a model step out of capacity waits on a durable timer
+	provenance     bool // versionProvenance: decisions and model calls name what made them
+	localNotices   bool // versionLocalNotices: the reminder and escalation run as plan.notice
+}
+
+// switchesOf is the table: which changes a run of version v has.
+func switchesOf(v workflow.Version) versionSwitches {
+	return versionSwitches{
+		agent:          v >= versionAgent,
+		trusted:        v >= versionTrusted,
+		review:         v >= versionReview,
+		localRecords:   v >= versionRecords,
+		authority:      v >= versionAuthority,
+		decided:        v >= versionDecided,
+		recheck:        v >= versionRecheck,
+		deadLetterFile: v >= versionDeadLetterFile,
+		queue:          v >= versionQueue,
+		budgetWaits:    v >= versionBudget,
+		provenance:     v >= versionProvenance,
+		localNotices:   v >= versionLocalNotices,
+	}
+}
