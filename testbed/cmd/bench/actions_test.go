@@ -22,7 +22,11 @@ import (
 // show --output json`), as the workflows' replay test does.
 func recorded(t *testing.T, name string) []*historypb.HistoryEvent {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "..", "..", "workflows", "testdata", "histories", name+".json"))
+	// The corpus keeps a shelf per workflow version; a name is on one shelf.
+	paths, err := filepath.Glob(filepath.Join("..", "..", "..", "workflows", "testdata", "histories", "*", name+".json"))
+	require.NoError(t, err)
+	require.Len(t, paths, 1, "history %s on exactly one shelf", name)
+	f, err := os.Open(paths[0])
 	require.NoError(t, err)
 	defer f.Close()
 	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
