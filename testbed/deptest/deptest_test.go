@@ -28,6 +28,8 @@ func layer(pkg string) (int, string) {
 		return 5, "internal/story (reads what workflows recorded)"
 	case p == "internal/claimfile":
 		return 3, "internal/claimfile (the claim file: verifies approvals' receipts; activities write it)"
+	case p == "internal/letters":
+		return 1, "internal/letters (claimants' letters: renders the claim's facts, above internal/claim)"
 	case strings.HasPrefix(p, "internal/"), p == "deploy/httpcheck":
 		return 0, "the domain (internal/)"
 	case p == "model":
@@ -95,4 +97,22 @@ func TestTheProductImportsNothingOfTheRig(t *testing.T) {
 			assert.False(t, strings.HasPrefix(dep, module+"/testbed/"), "%s depends on %s, of the test rig", p.ImportPath, dep)
 		}
 	}
+}
+
+// A letter is words from facts: internal/letters stands on the standard
+// library and internal/claim (its money and field errors), nothing else,
+// so no store, model or SDK can reach what a claimant is sent.
+func TestLettersStandOnTheClaimAlone(t *testing.T) {
+	for _, p := range packages(t) {
+		if p.ImportPath != module+"/internal/letters" {
+			continue
+		}
+		for _, dep := range p.Deps {
+			first, _, _ := strings.Cut(dep, "/")
+			standard := !strings.Contains(first, ".")
+			assert.True(t, standard || dep == module+"/internal/claim", "internal/letters depends on %s", dep)
+		}
+		return
+	}
+	t.Fatal("internal/letters is not in the module")
 }
