@@ -3,7 +3,8 @@
 // denial. Each is rendered from a versioned, embedded template with facts
 // the workflow already holds (the coverage check's and review rules'
 // reasons, the policy provisions, the rule set's regulator and appeal),
-// never free model text, and carries the hash the claim file records.
+// never free model text, and carries the hash the claim file records
+// (docs/law.md, "Letters").
 package letters
 
 import (
