@@ -355,3 +355,58 @@ func TestPolicyAndUnsignedApprovalsAtThePayment(t *testing.T) {
 	require.NoError(t, pay(byPolicy), "after the whole wait: the same payout, found paid")
 	assert.Len(t, transfers(t, a, c.ID), 1)
 }
+
+// Under the auto-approve limit the payment still wants a decision where a
+// deterministic review rule sends the claim to a human, read from the
+// system of record and not from the model: a fraud flag on the claim, the
+// claimant's prior claims, the words of an excluded category. A claim none
+// of them touches is paid without one.
+func TestThePaymentAppliesTheReviewRules(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		setup func(t *testing.T, a *Activities) claim.Claim
+		pay   int64
+		want  string // "": paid
+	}{
+		"flagged": {pay: 30000, want: "fraud signal", setup: func(t *testing.T, a *Activities) claim.Claim {
+			c := registerFor(t, a, "claim-0301", 30000, testRun)
+			_, err := a.Store.FlagFraud(ctx, store.FraudFlag{Key: claim.StepKey(c.ID, claim.StepTriage).Sub("flag"), ClaimID: c.ID, Signal: "invoice-altered"})
+			require.NoError(t, err)
+			return c
+		}},
+		"frequent": {pay: 30000, want: "3 prior claims", setup: func(t *testing.T, a *Activities) claim.Claim {
+			for _, id := range []string{"claim-0302", "claim-0303", "claim-0304"} {
+				registerFor(t, a, id, 5000, "run-other")
+			}
+			return registerFor(t, a, "claim-0305", 30000, testRun)
+		}},
+		"excluded": {pay: 15000, want: "wear-and-tear", setup: func(t *testing.T, a *Activities) claim.Claim {
+			c := registered(t, a, claim.Claim{ID: "claim-0306", PolicyID: "pol-2002", AmountMinor: 40000, Currency: "usd",
+				Description: "Rust and old age wore through the boiler",
+				Claimant:    claim.Claimant{Name: "Ada Lovelace", Email: "ada@example.com", StripeAccount: "acct_1Ada"}})
+			_, err := a.Store.TakeClaim(ctx, c.ID, testRun)
+			require.NoError(t, err)
+			return c
+		}},
+		"nothing": {pay: 30000, setup: func(t *testing.T, a *Activities) claim.Claim {
+			return registerFor(t, a, "claim-0307", 30000, testRun)
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeStripe(t)
+			a := newActivities(t, f)
+			c := tc.setup(t, a)
+			_, err := as[PayResult](t, a, runOf(c.ID, testRun, false), a.PayClaimant, payInput(c.ID, tc.pay))
+			if tc.want == "" {
+				require.NoError(t, err)
+				assert.Len(t, transfers(t, a, c.ID), 1)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, ErrPaymentUnauthorised, appErrType(err), "%v", err)
+			assert.ErrorContains(t, err, tc.want)
+			assert.ErrorContains(t, err, "carries no decision")
+			assert.Empty(t, transfers(t, a, c.ID))
+		})
+	}
+}

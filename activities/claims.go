@@ -19,6 +19,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics"
+	"github.com/durableclaims/durableclaims/internal/review"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -48,7 +49,7 @@ type LoadClaimResult struct {
 	// Revoked lists the input's Keys the directory no longer lists.
 	Revoked []string `json:"revoked,omitempty"`
 	// Review is what the review rules read (nil before they existed).
-	Review *Review `json:"review,omitempty"`
+	Review *review.Facts `json:"review,omitempty"`
 	// Audience is what decision receipts for this claim must carry as
 	// their "aud": this worker's namespace and insurer deployment
 	// (approvals.Audience). Recorded here, not read by the workflow from
@@ -126,35 +127,18 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	return res, nil
 }
 
-// Review is what intake found that the rules weigh, whatever the model
-// says: recorded with intake, so the workflow decides from history.
-type Review struct {
-	// PriorClaims counts the claimant's other claims (same e-mail or payout
-	// account) registered within the policy's window, capped.
-	PriorClaims int `json:"prior_claims"`
-	// Exclusions lists, for each category the claim's policy excludes,
-	// the exclusion's terms found in the claim's description or documents.
-	Exclusions []ExclusionHit `json:"exclusions,omitempty"`
-}
-
-// ExclusionHit is an excluded category whose words the claim uses.
-type ExclusionHit struct {
-	Category string   `json:"category"`
-	Terms    []string `json:"terms"`
-}
-
 // MaxScannedText is how much of each text document the rules read.
 const MaxScannedText = 64 << 10
 
 // review reads what the review rules weigh; prior claims count those
 // registered before until (zero: any time).
-func (a *Activities) review(ctx context.Context, c claim.Claim, p *claim.Policy, texts []string, until time.Time) (*Review, error) {
+func (a *Activities) review(ctx context.Context, c claim.Claim, p *claim.Policy, texts []string, until time.Time) (*review.Facts, error) {
 	since := time.Now().Add(-time.Duration(a.Rules.PriorClaimsWindow))
 	n, err := a.Store.CountPriorClaims(ctx, c.ID, c.Claimant.Email, c.Claimant.StripeAccount, since, until)
 	if err != nil {
 		return nil, err
 	}
-	r := &Review{PriorClaims: n}
+	r := &review.Facts{PriorClaims: n}
 	if p == nil {
 		return r, nil
 	}
@@ -167,7 +151,7 @@ func (a *Activities) review(ctx context.Context, c claim.Claim, p *claim.Policy,
 			}
 		}
 		if len(hit) > 0 {
-			r.Exclusions = append(r.Exclusions, ExclusionHit{Category: category, Terms: hit})
+			r.Exclusions = append(r.Exclusions, review.ExclusionHit{Category: category, Terms: hit})
 		}
 	}
 	return r, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/review"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -153,7 +154,7 @@ func TestLoadFindsWhatTheReviewRulesWeigh(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, res.Review)
 	assert.Equal(t, 2, res.Review.PriorClaims, "the same e-mail and account")
-	assert.Equal(t, []ExclusionHit{{Category: "wear-and-tear", Terms: []string{"rust", "old age"}}}, res.Review.Exclusions,
+	assert.Equal(t, []review.ExclusionHit{{Category: "wear-and-tear", Terms: []string{"rust", "old age"}}}, res.Review.Exclusions,
 		"the document's words, read from the blob store")
 }
 

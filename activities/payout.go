@@ -11,6 +11,7 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/review"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -102,26 +103,38 @@ func (a *Activities) authorisePayout(ctx context.Context, c Caller, rec store.Re
 	return held, err
 }
 
-// humanNeeded says why a human must have decided this payout, or "": above
-// the worker's auto-approve limit, or where a deterministic review rule
-// fires (a fraud flag on the claim, the claimant's prior claims, excluded
-// words in the claim). What only the model says is advice, and the
-// workflow's to weigh; these are facts of the system of record.
+// humanNeeded says why a human must have decided this payout, or "": the
+// review rules (package review) on the facts of the system of record, not
+// on what the model said, which is advice and the workflow's to weigh:
+// above the worker's auto-approve limit, a fraud signal flagged on the
+// claim, the claimant's prior claims, excluded words in the claim. The
+// facts are read cheapest first, and only until a rule fires.
 func (a *Activities) humanNeeded(ctx context.Context, rec store.Record, p *claim.Policy, amount int64) (string, error) {
 	cl := rec.Claim
 	auto, err := claim.ParseAmount(a.Rules.AutoApproveLimit, cl.Currency)
 	if err != nil {
 		return "", fmt.Errorf("the worker's auto-approve limit: %w", err)
 	}
-	if amount > auto {
-		return fmt.Sprintf("%s is above the auto-approve limit %s", money(amount, cl.Currency), money(auto, cl.Currency)), nil
+	rules := review.RulesOf(a.Rules)
+	in := review.Input{Currency: cl.Currency, PayoutMinor: amount, AutoApproveMinor: auto, Rules: &rules}
+	first := func() string {
+		if why := review.Reasons(in); len(why) > 0 {
+			return why[0]
+		}
+		return ""
+	}
+	if why := first(); why != "" {
+		return why, nil
 	}
 	flags, err := a.Store.FraudFlags(ctx, cl.ID)
 	if err != nil {
 		return "", err
 	}
-	if len(flags) > 0 {
-		return "a fraud signal is flagged on the claim", nil
+	for _, f := range flags {
+		in.Flags = append(in.Flags, f.Signal)
+	}
+	if why := first(); why != "" {
+		return why, nil
 	}
 	texts, err := a.checkDocuments(ctx, cl)
 	if err != nil {
@@ -134,13 +147,8 @@ func (a *Activities) humanNeeded(ctx context.Context, rec store.Record, p *claim
 	if err != nil {
 		return "", err
 	}
-	switch {
-	case rv.PriorClaims >= a.Rules.PriorClaimsReview:
-		return fmt.Sprintf("the claimant has %d prior claims", rv.PriorClaims), nil
-	case len(rv.Exclusions) > 0:
-		return fmt.Sprintf("the claim's words fall under the excluded category %s", rv.Exclusions[0].Category), nil
-	}
-	return "", nil
+	in.Facts = *rv
+	return first(), nil
 }
 
 // approved checks what the payment carries as its authority: the decision

@@ -19,6 +19,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/review"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -34,13 +35,13 @@ type Recorded struct {
 	// dead-lettered.
 	Outcome string `json:"outcome"`
 	// Claim is the version the run decided on (the last read).
-	Claim         claim.Claim        `json:"claim"`
-	ClaimVersion  int64              `json:"claim_version"`
-	Policy        *claim.Policy      `json:"policy,omitempty"`
-	Rules         *insurer.Rules     `json:"rules,omitempty"`
-	PolicyVersion string             `json:"policy_version,omitempty"`
-	Options       workflows.Options  `json:"options"`
-	Review        *activities.Review `json:"review,omitempty"`
+	Claim         claim.Claim       `json:"claim"`
+	ClaimVersion  int64             `json:"claim_version"`
+	Policy        *claim.Policy     `json:"policy,omitempty"`
+	Rules         *insurer.Rules    `json:"rules,omitempty"`
+	PolicyVersion string            `json:"policy_version,omitempty"`
+	Options       workflows.Options `json:"options"`
+	Review        *review.Facts     `json:"review,omitempty"`
 	// Tools are the tool calls the triage agent made, with their answers;
 	// Flags the fraud signals it raised.
 	Tools []ToolAnswer `json:"tools,omitempty"`

@@ -13,6 +13,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/review"
 	"github.com/durableclaims/durableclaims/model"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -406,7 +407,7 @@ func toolKey(name, args string) string {
 }
 
 // compare fills in what changed between then and now. Reasons count by
-// the rule they come from (workflows.ReasonKind), not their words: a model
+// the rule they come from (review.Kind), not their words: a model
 // that phrases its review reason or its fraud signals otherwise but sends
 // the claim the same way changed nothing. A recorded route that is not
 // known (the run's triage ended by a cap inside the workflow, or the run
@@ -420,7 +421,7 @@ func compare(r *Row) {
 	kinds := func(reasons []string) []string {
 		var out []string
 		for _, x := range reasons {
-			out = append(out, workflows.ReasonKind(x))
+			out = append(out, review.Kind(x))
 		}
 		return out
 	}

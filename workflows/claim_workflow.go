@@ -15,6 +15,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics"
+	"github.com/durableclaims/durableclaims/internal/review"
 )
 
 // a is the nil receiver the workflow names activities by.
@@ -54,7 +55,7 @@ type claimRun struct {
 	// review is what intake found for the review rules, as last read
 	// (since.review); flags are the fraud signals the triage agent raised
 	// with its flag tool.
-	review activities.Review
+	review review.Facts
 	flags  []string
 
 	published       string    // ClaimStatus as last upserted

@@ -32,6 +32,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/review"
 )
 
 // ClaimSuite drives ClaimWorkflow with mocked activities and a skipping
@@ -69,7 +70,7 @@ type calls struct {
 	// rules is the worker's policy intake records (default: the defaults);
 	// review what intake found for the review rules (default: nothing).
 	rules  *insurer.Rules
-	review *activities.Review
+	review *review.Facts
 	tokens int64
 	// model, when set, answers the triage turns instead of the rules.
 	model activities.Model

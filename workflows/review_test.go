@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/review"
 )
 
 // fooledModel answers as a prompt injection told it to: water damage, no
@@ -40,20 +41,20 @@ func (fooledModel) Assess(_ context.Context, r activities.AssessRequest) (activi
 // model says water damage, no fraud, no review, and pay 999,999.00.
 func (s *ClaimSuite) TestReviewRulesHoldWhateverTheModelSays() {
 	for name, tc := range map[string]struct {
-		flag   bool
-		review activities.Review
-		want   string
+		flag  bool
+		facts review.Facts
+		want  string
 	}{
 		"flagged":  {flag: true, want: "fraud signal raised for investigators during triage: invoice-altered"},
-		"frequent": {review: activities.Review{PriorClaims: 4}, want: "the claimant has 4 prior claims in the last 365 days"},
-		"excluded": {review: activities.Review{Exclusions: []activities.ExclusionHit{{Category: "wear-and-tear", Terms: []string{"rust"}}}}, want: "the policy excludes wear-and-tear and the claim's own words say so (rust), but the model classified it as water-damage"},
+		"frequent": {facts: review.Facts{PriorClaims: 4}, want: "the claimant has 4 prior claims in the last 365 days"},
+		"excluded": {facts: review.Facts{Exclusions: []review.ExclusionHit{{Category: "wear-and-tear", Terms: []string{"rust"}}}}, want: "the policy excludes wear-and-tear and the claim's own words say so (rust), but the model classified it as water-damage"},
 		"nothing":  {want: ""},
 	} {
 		s.SetupTest()
 		s.calls.model = fooledModel{flag: tc.flag}
-		review := tc.review
+		facts := tc.facts
 		s.calls.reread = nil
-		s.calls.review = &review
+		s.calls.review = &facts
 		var waiting Status
 		s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
 		s.reject(2*time.Hour, "adjuster-17", "checked by hand")
@@ -77,7 +78,7 @@ func (s *ClaimSuite) TestReviewRulesHoldWhateverTheModelSays() {
 func (s *ClaimSuite) TestRunsBeforeTheReviewRulesReplayWithoutThem() {
 	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(workflow.Version(versionTrusted))
 	s.calls.model = fooledModel{flag: true}
-	s.calls.review = &activities.Review{PriorClaims: 9}
+	s.calls.review = &review.Facts{PriorClaims: 9}
 	s.start(testClaim("claim-0111", "640.00"), Options{})
 	s.Equal(StatusPaid, s.result().Status)
 }

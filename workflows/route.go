@@ -6,6 +6,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/review"
 )
 
 // Where the rules of steps 3–5 send a claim, as a pure function of what the
@@ -30,7 +31,7 @@ type RouteInput struct {
 	Options Options
 	// Review is what intake read for the review rules (nil before them);
 	// Flags the fraud signals the triage agent raised.
-	Review *activities.Review
+	Review *review.Facts
 	Flags  []string
 	Triage activities.Triage
 	// Coverage is step 3's (claim.Cover); Assessment step 4's answer, nil

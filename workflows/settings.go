@@ -9,6 +9,7 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/review"
 )
 
 // settings are what a run works by: when a human must decide, how a wait
@@ -24,15 +25,9 @@ type settings struct {
 	caps          Caps
 	price         ModelPrice
 	historyBudget int64
-	rules         reviewRules
-}
-
-// reviewRules are the policy's thresholds for the deterministic review
-// rules (runs from versionReview on).
-type reviewRules struct {
-	FraudScoreReview  int
-	PriorClaimsReview int
-	PriorClaimsWindow time.Duration
+	// rules are the policy's thresholds for the deterministic review
+	// rules (runs from versionReview on).
+	rules review.Rules
 }
 
 // inputSettings are the settings of runs started before the worker held
@@ -155,7 +150,6 @@ func policySettings(p insurer.Rules, o Options, currency string) (settings, erro
 	s.price = ModelPrice{InMicrosPerMTok: max(o.ModelPrice.InMicrosPerMTok, p.ModelPriceIn),
 		OutMicrosPerMTok: max(o.ModelPrice.OutMicrosPerMTok, p.ModelPriceOut)}
 	s.historyBudget = tighterInt("history_budget_bytes", o.HistoryBudgetBytes, p.HistoryBudgetBytes)
-	s.rules = reviewRules{FraudScoreReview: p.FraudScoreReview, PriorClaimsReview: p.PriorClaimsReview,
-		PriorClaimsWindow: time.Duration(p.PriorClaimsWindow)}
+	s.rules = review.RulesOf(p)
 	return s, firstErr
 }
