@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/durableclaims/durableclaims/internal/statute"
 )
 
 // Policy is what coverage is computed from: a limit and a deductible in the
-// policy's currency, and the claim categories it excludes.
+// policy's currency, and the claim categories it excludes; and the
+// jurisdiction whose claim-handling law applies (an ISO 3166-2 code such as
+// US-CA; empty: the rule sets' default).
 type Policy struct {
 	ID                 string   `json:"policy_id"`
 	Currency           string   `json:"currency"`
 	LimitMinor         int64    `json:"limit_minor"`
 	DeductibleMinor    int64    `json:"deductible_minor"`
 	ExcludedCategories []string `json:"excluded_categories,omitempty"`
+	Jurisdiction       string   `json:"jurisdiction,omitempty"`
 }
 
 // policyFile is the policy book's file form, amounts as decimal strings.
@@ -25,10 +30,11 @@ type policyFile struct {
 		Limit              string   `json:"limit"`
 		Deductible         string   `json:"deductible"`
 		ExcludedCategories []string `json:"excluded_categories"`
+		Jurisdiction       string   `json:"jurisdiction"`
 	} `json:"policies"`
 }
 
-// ParsePolicies reads a policy book: {"policies":[{"policy_id":…,"currency":"usd","limit":"10000.00","deductible":"250.00"}]}.
+// ParsePolicies reads a policy book: {"policies":[{"policy_id":…,"currency":"usd","limit":"10000.00","deductible":"250.00","jurisdiction":"US-CA"}]}.
 func ParsePolicies(data []byte) (map[string]Policy, error) {
 	var f policyFile
 	dec := json.NewDecoder(strings.NewReader(string(data)))
@@ -50,10 +56,16 @@ func ParsePolicies(data []byte) (map[string]Policy, error) {
 		if p.ID == "" || !idPattern.MatchString(p.ID) {
 			return nil, fmt.Errorf("policies[%d].policy_id %q is not a valid ID", i, p.ID)
 		}
+		if p.Jurisdiction != "" {
+			if err := statute.Code(p.Jurisdiction); err != nil {
+				return nil, fmt.Errorf("policies[%d] (%s).jurisdiction: %w", i, p.ID, err)
+			}
+		}
 		if _, dup := out[p.ID]; dup {
 			return nil, fmt.Errorf("policies[%d]: policy %s is listed twice", i, p.ID)
 		}
-		out[p.ID] = Policy{ID: p.ID, Currency: cur, LimitMinor: limit, DeductibleMinor: deductible, ExcludedCategories: p.ExcludedCategories}
+		out[p.ID] = Policy{ID: p.ID, Currency: cur, LimitMinor: limit, DeductibleMinor: deductible, ExcludedCategories: p.ExcludedCategories,
+			Jurisdiction: p.Jurisdiction}
 	}
 	return out, nil
 }

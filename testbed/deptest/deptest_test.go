@@ -100,8 +100,9 @@ func TestTheProductImportsNothingOfTheRig(t *testing.T) {
 }
 
 // A letter is words from facts: internal/letters stands on the standard
-// library and internal/claim (its money and field errors), nothing else,
-// so no store, model or SDK can reach what a claimant is sent.
+// library and internal/claim (its money and field errors), and through it
+// internal/statute (itself on the standard library alone, below), nothing
+// else, so no store, model or SDK can reach what a claimant is sent.
 func TestLettersStandOnTheClaimAlone(t *testing.T) {
 	for _, p := range packages(t) {
 		if p.ImportPath != module+"/internal/letters" {
@@ -110,9 +111,29 @@ func TestLettersStandOnTheClaimAlone(t *testing.T) {
 		for _, dep := range p.Deps {
 			first, _, _ := strings.Cut(dep, "/")
 			standard := !strings.Contains(first, ".")
-			assert.True(t, standard || dep == module+"/internal/claim", "internal/letters depends on %s", dep)
+			assert.True(t, standard || dep == module+"/internal/claim" || dep == module+"/internal/statute",
+				"internal/letters depends on %s", dep)
 		}
 		return
 	}
 	t.Fatal("internal/letters is not in the module")
+}
+
+// The statutory arithmetic is the floor under the domain: internal/claim
+// and everything above may import it, and it stands on the standard
+// library alone, so what a workflow computes deadlines with cannot reach
+// I/O or another package's state.
+func TestStatuteStandsOnTheStandardLibraryAlone(t *testing.T) {
+	found := false
+	for _, p := range packages(t) {
+		if p.ImportPath != module+"/internal/statute" {
+			continue
+		}
+		found = true
+		for _, dep := range p.Deps {
+			first, _, _ := strings.Cut(dep, "/")
+			assert.NotContains(t, first, ".", "internal/statute depends on %s, outside the standard library", dep)
+		}
+	}
+	assert.True(t, found, "internal/statute is listed")
 }
