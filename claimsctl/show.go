@@ -18,7 +18,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
-	claimstory "github.com/durableclaims/durableclaims/internal/story"
+	claimstory "github.com/durableclaims/durableclaims/story"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
-	claimstory "github.com/durableclaims/durableclaims/internal/story"
+	claimstory "github.com/durableclaims/durableclaims/story"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

@@ -22,7 +22,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/store"
-	"github.com/durableclaims/durableclaims/internal/story"
+	"github.com/durableclaims/durableclaims/story"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 

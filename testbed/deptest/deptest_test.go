@@ -22,10 +22,8 @@ const module = "github.com/durableclaims/durableclaims"
 func layer(pkg string) (int, string) {
 	p := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
 	switch {
-	case p == "whatif":
-		return 5, "whatif (replays recorded claims under the claim workflow's rules)"
-	case p == "internal/story":
-		return 5, "internal/story (reads what workflows recorded)"
+	case p == "whatif", p == "story":
+		return 5, "the readers of recorded runs (story tells a run, whatif replays claims under the workflow's rules)"
 	case p == "internal/claimfile":
 		return 3, "internal/claimfile (the claim file: verifies approvals' receipts; activities write it)"
 	case p == "internal/letters":
