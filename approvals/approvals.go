@@ -42,6 +42,11 @@ const (
 	// assign_to): recorded, the wait goes on, the deadline keeps running.
 	// Only the decide update carries it.
 	Handoff Verdict = "handoff"
+	// Hold is a final outcome only: when nobody decided by the second
+	// deadline the wait stays open for the supervisors, flagged overdue
+	// (Hooks.Overdue), until a person decides or the run's age cap ends it.
+	// Where a regulator's clock runs, silence may not deny a claim.
+	Hold Verdict = "hold"
 )
 
 // Stage is where a wait is: with the adjusters, or escalated to supervisors.
@@ -200,8 +205,9 @@ type Policy struct {
 	// EscalationTTL is how long supervisors then have (default 24 h).
 	EscalationTTL time.Duration `json:"escalation_ttl"`
 	// FinalOutcome is what happens when nobody decided by the second
-	// deadline: reject (the default; the claim ends expired, unpaid) or
-	// approve (paid by policy, recorded as such).
+	// deadline: reject (the default; the claim ends expired, unpaid),
+	// approve (paid by policy, recorded as such) or hold (the wait stays
+	// open, flagged overdue, until a person decides or the age cap).
 	FinalOutcome Verdict `json:"final_outcome,omitempty"`
 }
 
@@ -223,7 +229,7 @@ func (p Policy) WithDefaults() Policy {
 	if p.ReminderAt <= 0 {
 		p.ReminderAt = DefaultReminderAt
 	}
-	if p.FinalOutcome != Approve {
+	if p.FinalOutcome != Approve && p.FinalOutcome != Hold {
 		p.FinalOutcome = Reject
 	}
 	return p

@@ -27,6 +27,9 @@ type Approval struct {
 	Expired bool `json:"expired,omitempty"`
 	// Capped: the run's age cap ended the wait first.
 	Capped bool `json:"capped,omitempty"`
+	// OverdueAt: nobody decided by the second deadline and the policy
+	// holds the wait open (FinalOutcome hold): when it became overdue.
+	OverdueAt time.Time `json:"overdue_at,omitempty"`
 	// Voided says why an accepted approval no longer holds (the claim
 	// changed while it waited).
 	Voided string `json:"voided,omitempty"`
@@ -112,6 +115,8 @@ type Wait struct {
 	// an approver matching one is refused: nobody approves their own claim.
 	Self []string
 	// NotAfter, if set, ends the wait (Capped) even before its deadlines.
+	// A wait held open past its deadlines (FinalOutcome hold) ends there;
+	// without one it ends MaxHold after it became overdue.
 	NotAfter time.Time
 	// Excluded lists approvers who may not decide this request: whoever
 	// amended the claim does not approve it.
@@ -159,6 +164,10 @@ type Hooks struct {
 	Remind func(ctx workflow.Context, a *Approval) error
 	// Escalate runs once when the TTL expires (notify the supervisors).
 	Escalate func(ctx workflow.Context, a *Approval) error
+	// Overdue runs once when the second deadline passes with no decision
+	// and the policy holds the wait open (FinalOutcome hold): tell the
+	// supervisors and the head of claims that a claim is overdue.
+	Overdue func(ctx workflow.Context, a *Approval) error
 	// OnChange runs after each change an inbox lists: the wait opened, a
 	// vote or a hand-off that leaves it open, its escalation, and its end
 	// (a.Open() false). The approval queue is kept this way. Nil for runs
@@ -260,6 +269,9 @@ func (g *Gate) await(ctx workflow.Context, a *Approval, w Wait, pol Policy, hook
 		return err
 	}
 
+	if pol.FinalOutcome == Hold {
+		return g.overdue(ctx, a, w, hooks)
+	}
 	a.Expired = true
 	if pol.FinalOutcome == Approve {
 		a.Decision = &Decision{Verdict: Approve, Approver: "policy", Channel: "policy", Stage: a.Stage,
@@ -268,6 +280,35 @@ func (g *Gate) await(ctx workflow.Context, a *Approval, w Wait, pol Policy, hook
 		a.Decision.BuildID, a.Decision.PolicyVersion = g.provenance(ctx)
 	}
 	return nil
+}
+
+// MaxHold bounds a wait held open with no age cap to end it: every wait
+// ends, and a run's history cannot grow for ever.
+const MaxHold = 5 * 365 * 24 * time.Hour
+
+// overdue is the hold: nobody decided by the second deadline, and silence
+// may not decide. The wait stays open with the supervisors (the stage
+// stays escalated), flagged overdue, until a person decides or the run's
+// age cap ends it (Capped).
+func (g *Gate) overdue(ctx workflow.Context, a *Approval, w Wait, hooks Hooks) error {
+	a.OverdueAt = workflow.Now(ctx).UTC()
+	notAfter := w.NotAfter
+	if notAfter.IsZero() {
+		notAfter = a.OverdueAt.Add(MaxHold)
+	}
+	a.Deadline, a.ExpiresAt = notAfter, notAfter
+	if err := onStage(ctx, hooks, a); err != nil {
+		return err
+	}
+	g.change(ctx, a)
+	if hooks.Overdue != nil {
+		// A failed notice does not end the hold: the failure is in history.
+		if err := hooks.Overdue(ctx, a); err != nil {
+			workflow.GetLogger(ctx).Error("overdue notice failed", "error", err)
+		}
+	}
+	_, err := g.until(ctx, a, notAfter.Add(time.Nanosecond), notAfter)
+	return err
 }
 
 // until waits for a decision until t, or notAfter if that comes first. It
