@@ -32,9 +32,12 @@ type Rules struct {
 	ReminderAt float64 `json:"reminder_at"`
 	// EscalationTTL is how long supervisors then have.
 	EscalationTTL Duration `json:"escalation_ttl"`
-	// FinalOutcome is what happens when nobody decided: reject (the claim
-	// expires unpaid) or approve (paid by policy). Workflow input may ask
-	// for approve only where this says approve.
+	// FinalOutcome is what happens when nobody decided: hold (the
+	// default: the claim stays with the supervisors, flagged overdue, until
+	// a person decides or the age cap), approve (paid by policy) or reject
+	// (the claim expires unpaid: a denial by silence, refused where a
+	// jurisdiction's rules apply, CheckLaw). Workflow input may ask for
+	// approve only where this says approve.
 	FinalOutcome string `json:"final_outcome"`
 
 	// Caps bound every run; a run that hits one is dead-lettered.
@@ -101,7 +104,7 @@ func DefaultExclusionTerms() map[string][]string {
 func Defaults() Rules {
 	return Rules{
 		AutoApproveLimit: "1000", FourEyesAbove: "10000",
-		ApprovalTTL: Duration(72 * time.Hour), ReminderAt: 0.5, EscalationTTL: Duration(24 * time.Hour), FinalOutcome: "reject",
+		ApprovalTTL: Duration(72 * time.Hour), ReminderAt: 0.5, EscalationTTL: Duration(24 * time.Hour), FinalOutcome: "hold",
 		MaxSteps: 100, MaxModelSpendMicros: 2_000_000, MaxAge: Duration(30 * 24 * time.Hour), MaxTriageTurns: 6, MaxTriageTokens: 40_000,
 		ModelPriceIn: 2_500_000, ModelPriceOut: 10_000_000,
 		HistoryBudgetBytes: 64 << 10,
@@ -162,6 +165,17 @@ func Load(path string, getenv func(string) string) (Rules, error) {
 	return r, r.Validate()
 }
 
+// CheckLaw refuses a policy that would deny a claim by silence where a
+// jurisdiction's rules apply: a claim nobody decided may be held for a
+// person or approved by policy, never rejected because time ran out.
+func (r Rules) CheckLaw() error {
+	if r.FinalOutcome == "reject" {
+		return fmt.Errorf("policy: final_outcome: reject denies an unanswered claim by silence, which no regulator accepts; " +
+			"where jurisdiction rules apply (JURISDICTION_RULES_FILE) it must be hold or approve")
+	}
+	return nil
+}
+
 // Validate checks every setting, naming the first that is wrong.
 func (r Rules) Validate() error {
 	bad := func(field, format string, args ...any) error {
@@ -182,8 +196,8 @@ func (r Rules) Validate() error {
 		return bad("approval_ttl, escalation_ttl", "must be positive")
 	case r.ReminderAt <= 0:
 		return bad("reminder_at", "must be a positive fraction of the TTL (1 or more: no reminder)")
-	case r.FinalOutcome != "reject" && r.FinalOutcome != "approve":
-		return bad("final_outcome", "must be reject or approve, not %q", r.FinalOutcome)
+	case r.FinalOutcome != "hold" && r.FinalOutcome != "reject" && r.FinalOutcome != "approve":
+		return bad("final_outcome", "must be hold, approve or reject, not %q", r.FinalOutcome)
 	case r.MaxSteps <= 0 || r.MaxModelSpendMicros <= 0 || r.MaxAge <= 0 || r.MaxTriageTurns <= 0 || r.MaxTriageTokens <= 0:
 		return bad("max_steps, max_model_spend_micros, max_age, max_triage_turns, max_triage_tokens", "must be positive")
 	case r.ModelPriceIn < 0 || r.ModelPriceOut < 0:
