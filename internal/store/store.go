@@ -242,6 +242,10 @@ type Message struct {
 	MessageID string
 	Status    string // "sending" until the mailer accepted it, then "sent"
 	Attempts  int
+	// CreatedAt is when the key was first reserved: the same on every
+	// repeat, so a letter dated by it reads the same however often it is
+	// rendered again.
+	CreatedAt time.Time
 }
 
 // Outbox statuses.
@@ -261,23 +265,26 @@ func (s *Store) ReserveMessage(ctx context.Context, m Message) (Message, error) 
 		return Message{}, fmt.Errorf("store: outbox: %w", err)
 	}
 	defer t.Rollback()
+	now := s.stamp()
 	res, err := t.exec(ctx, `INSERT INTO outbox (key, claim_id, recipient, subject, message_id, status, attempts, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, 1, ?) ON CONFLICT(key) DO NOTHING`,
-		string(m.Key), m.ClaimID, m.Recipient, m.Subject, m.MessageID, OutboxSending, s.ts(s.stamp()))
+		string(m.Key), m.ClaimID, m.Recipient, m.Subject, m.MessageID, OutboxSending, s.ts(now))
 	if err != nil {
 		return Message{}, fmt.Errorf("store: outbox %s: %w", m.Key, err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		got := m
-		got.Status, got.Attempts = OutboxSending, 1
+		got.Status, got.Attempts, got.CreatedAt = OutboxSending, 1, now
 		return got, t.Commit()
 	}
 	var got Message
-	err = t.lock(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts FROM outbox WHERE key = ?`, string(m.Key)).
-		Scan(&got.Key, &got.ClaimID, &got.Recipient, &got.Subject, &got.MessageID, &got.Status, &got.Attempts)
+	var created stamp
+	err = t.lock(ctx, `SELECT key, claim_id, recipient, subject, message_id, status, attempts, created_at FROM outbox WHERE key = ?`, string(m.Key)).
+		Scan(&got.Key, &got.ClaimID, &got.Recipient, &got.Subject, &got.MessageID, &got.Status, &got.Attempts, &created)
 	if err != nil {
 		return Message{}, fmt.Errorf("store: outbox %s: %w", m.Key, err)
 	}
+	got.CreatedAt = created.Time
 	if got.Recipient != m.Recipient || got.Subject != m.Subject {
 		return got, fmt.Errorf("store: outbox key %s was used for another message: %w", m.Key, ErrConflict)
 	}

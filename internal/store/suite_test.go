@@ -168,9 +168,12 @@ func TestOutboxCheckThenAct(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, OutboxSending, got.Status)
 		assert.Equal(t, 1, got.Attempts)
+		first := got.CreatedAt
+		assert.False(t, first.IsZero())
 		got, err = s.ReserveMessage(ctx, m)
 		require.NoError(t, err)
 		assert.Equal(t, 2, got.Attempts, "a retry before the send was recorded counts an attempt")
+		assert.True(t, first.Equal(got.CreatedAt), "a repeat reads the first reservation's time: %v, then %v", first, got.CreatedAt)
 		require.NoError(t, s.MarkSent(ctx, m.Key))
 		got, err = s.ReserveMessage(ctx, m)
 		require.NoError(t, err)
