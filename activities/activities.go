@@ -20,6 +20,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
+	"github.com/durableclaims/durableclaims/internal/statute"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -43,6 +44,9 @@ type Activities struct {
 	// Rules is the insurer's policy: intake records it in each run's
 	// history.
 	Rules insurer.Rules
+	// Law is the jurisdictions' rules (JURISDICTION_RULES_FILE): intake
+	// records the claim's in its run's history. Zero: none apply.
+	Law statute.Rules
 	// From is the sender of claimant e-mail; Adjusters receives approval
 	// reminders and Supervisors escalations.
 	From, Adjusters, Supervisors string

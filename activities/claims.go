@@ -20,6 +20,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/review"
+	"github.com/durableclaims/durableclaims/internal/statute"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -55,6 +56,12 @@ type LoadClaimResult struct {
 	// (approvals.Audience). Recorded here, not read by the workflow from
 	// its own info, so a replay anywhere checks receipts as the run did.
 	Audience string `json:"audience,omitempty"`
+	// Law is the claim's jurisdiction's rules, from its policy (the rule
+	// set's default where the policy names none), and ReceivedAt when the
+	// system of record registered the claim: the notice of claim its
+	// clocks start from. Nil where the worker applies no jurisdiction rules.
+	Law        *statute.Recorded `json:"law,omitempty"`
+	ReceivedAt time.Time         `json:"received_at,omitzero"`
 	Meta
 }
 
@@ -112,6 +119,19 @@ func (a *Activities) LoadClaim(ctx context.Context, in LoadClaimInput) (LoadClai
 	}
 	if res.Review, err = a.review(ctx, rec.Claim, res.Policy, texts, time.Time{}); err != nil {
 		return LoadClaimResult{}, err
+	}
+	if a.Law.Version != "" {
+		code := ""
+		if res.Policy != nil {
+			code = res.Policy.Jurisdiction
+		}
+		law, err := a.Law.Record(code)
+		if err != nil {
+			// The worker checks its policies against its rules when it
+			// starts; a file changed since is fixed, then the claim goes on.
+			return LoadClaimResult{}, fmt.Errorf("claim %s: policy %s: %w", rec.Claim.ID, rec.Claim.PolicyID, err)
+		}
+		res.Law, res.ReceivedAt = &law, rec.CreatedAt.UTC()
 	}
 	if len(in.Keys) > 0 {
 		book, err := authority.Load(a.ApproversFile)

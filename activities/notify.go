@@ -104,12 +104,17 @@ type NotifyInput struct {
 	Currency    string               `json:"currency"`
 	TransferID  string               `json:"transfer_id,omitempty"`
 	Reason      string               `json:"reason,omitempty"`
+	// Letter, where a jurisdiction's rules apply, makes the e-mail the
+	// decision letter (approval, partial or denial) these facts describe.
+	Letter *LetterFacts `json:"letter,omitempty"`
 }
 
 // NotifyResult says which message was sent and whether it already had been.
 type NotifyResult struct {
 	MessageID string `json:"message_id"`
 	Replayed  bool   `json:"replayed"`
+	// Letter is the decision letter sent, when the input asked for one.
+	Letter *SentLetter `json:"letter,omitempty"`
 	Meta
 }
 
@@ -129,6 +134,16 @@ func (a *Activities) NotifyClaimant(ctx context.Context, in NotifyInput) (Notify
 	}
 	if err := a.outcomeHolds(ctx, c, rec, in.Outcome, in.TransferID, in.PayoutMinor); err != nil {
 		return NotifyResult{}, err
+	}
+	if in.Letter != nil {
+		if err := checkDecisionLetter(in, rec.Claim); err != nil {
+			return NotifyResult{}, err
+		}
+		sent, err := a.sendLetter(ctx, in.Key, rec, *in.Letter)
+		if err != nil {
+			return NotifyResult{}, err
+		}
+		return NotifyResult{MessageID: sent.MessageID, Replayed: sent.Replayed, Letter: &sent, Meta: meta(ctx)}, nil
 	}
 	in.To, in.Name, in.Currency = rec.Claim.Claimant.Email, rec.Claim.Claimant.Name, rec.Claim.Currency
 	subject := fmt.Sprintf("Your claim %s: %s", in.ClaimID, in.Outcome)
@@ -180,6 +195,15 @@ func (a *Activities) EscalateApproval(ctx context.Context, in NoticeInput) (Noti
 	return a.approvalNotice(ctx, in, a.Supervisors, subject, "was not decided in time and is escalated to supervisors")
 }
 
+// OverdueApproval tells the supervisors' queue that nobody decided a claim
+// by its second deadline and that it is held for them, never decided by
+// silence, once.
+func (a *Activities) OverdueApproval(ctx context.Context, in NoticeInput) (NotifyResult, error) {
+	subject := fmt.Sprintf("Overdue: claim %s awaits a supervisor's decision", in.ClaimID)
+	return a.approvalNotice(ctx, in, a.Supervisors, subject,
+		"passed its escalation deadline with no decision; it is held for a supervisor, never decided by silence")
+}
+
 // approvalNotice goes to the insurer's own queues, for the run that owns a
 // claim still open.
 func (a *Activities) approvalNotice(ctx context.Context, in NoticeInput, to, subject, what string) (NotifyResult, error) {
@@ -210,26 +234,47 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	if m.To == "" {
 		return NotifyResult{}, invalid("message %s has no recipient", key)
 	}
-	rec, err := a.Store.ReserveMessage(ctx, store.Message{Key: key, ClaimID: claimID, Recipient: m.To, Subject: m.Subject, MessageID: m.MessageID})
-	if errors.Is(err, store.ErrConflict) {
-		logger(ctx).Error("ALERT: outbox key reused for another message", "alert", "idempotency_conflict", "tool", metrics.ToolEmail, "key", key)
-		metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolEmail})
-		return NotifyResult{}, nonRetryable(err, ErrIdempotencyConflict)
-	}
+	rec, err := a.reserve(ctx, key, claimID, m)
 	if err != nil {
 		return NotifyResult{}, err
 	}
 	if rec.Status == store.OutboxSent {
-		logger(ctx).Info("message already sent under this key", "key", key, "message_id", rec.MessageID)
-		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolEmail, "by": "lookup"})
 		return NotifyResult{MessageID: rec.MessageID, Replayed: true, Meta: meta(ctx)}, nil
 	}
-	if err := a.Mailer.Send(ctx, m); err != nil {
-		return NotifyResult{}, fmt.Errorf("send %s: %w", key, err)
-	}
-	if err := a.Store.MarkSent(ctx, key); err != nil {
+	if err := a.deliver(ctx, key, m); err != nil {
 		return NotifyResult{}, err
 	}
-	logger(ctx).Info("message sent", "key", key, "message_id", m.MessageID)
 	return NotifyResult{MessageID: m.MessageID, Meta: meta(ctx)}, nil
+}
+
+// reserve is the check of check-then-act: the outbox's record of key,
+// which says whether the message was already sent.
+func (a *Activities) reserve(ctx context.Context, key claim.IdempotencyKey, claimID string, m Email) (store.Message, error) {
+	rec, err := a.Store.ReserveMessage(ctx, store.Message{Key: key, ClaimID: claimID, Recipient: m.To, Subject: m.Subject, MessageID: m.MessageID})
+	if errors.Is(err, store.ErrConflict) {
+		logger(ctx).Error("ALERT: outbox key reused for another message", "alert", "idempotency_conflict", "tool", metrics.ToolEmail, "key", key)
+		metrics.Activity(ctx, metrics.IdempotencyConflicts, map[string]string{"tool": metrics.ToolEmail})
+		return rec, nonRetryable(err, ErrIdempotencyConflict)
+	}
+	if err != nil {
+		return rec, err
+	}
+	if rec.Status == store.OutboxSent {
+		logger(ctx).Info("message already sent under this key", "key", key, "message_id", rec.MessageID)
+		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolEmail, "by": "lookup"})
+	}
+	return rec, nil
+}
+
+// deliver is the act and its record: hand the message to the mailer, then
+// mark its key sent.
+func (a *Activities) deliver(ctx context.Context, key claim.IdempotencyKey, m Email) error {
+	if err := a.Mailer.Send(ctx, m); err != nil {
+		return fmt.Errorf("send %s: %w", key, err)
+	}
+	if err := a.Store.MarkSent(ctx, key); err != nil {
+		return err
+	}
+	logger(ctx).Info("message sent", "key", key, "message_id", m.MessageID)
+	return nil
 }

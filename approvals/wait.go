@@ -27,9 +27,12 @@ type Approval struct {
 	Expired bool `json:"expired,omitempty"`
 	// Capped: the run's age cap ended the wait first.
 	Capped bool `json:"capped,omitempty"`
+	// DueBy is a deadline outside the wait that its decision is due by (a
+	// regulator's decision clock), for whoever lists it; zero: none.
+	DueBy time.Time `json:"due_by,omitzero"`
 	// OverdueAt: nobody decided by the second deadline and the policy
 	// holds the wait open (FinalOutcome hold): when it became overdue.
-	OverdueAt time.Time `json:"overdue_at,omitempty"`
+	OverdueAt time.Time `json:"overdue_at,omitzero"`
 	// Voided says why an accepted approval no longer holds (the claim
 	// changed while it waited).
 	Voided string `json:"voided,omitempty"`
@@ -121,6 +124,8 @@ type Wait struct {
 	// Excluded lists approvers who may not decide this request: whoever
 	// amended the claim does not approve it.
 	Excluded []string
+	// DueBy is the decision's deadline outside the wait (Approval.DueBy).
+	DueBy time.Time
 	// Trust is how decisions are proven: signed receipts. Nil keeps the
 	// rules of runs started before receipts (a plain approver name).
 	Trust *Trust
@@ -206,7 +211,7 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 // quorum, two above the four-eyes threshold.
 func opened(w Wait, pol Policy, now time.Time, remind bool) *Approval {
 	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
-		Stage: StageWaiting, Deadline: now.Add(pol.TTL), open: true}
+		Stage: StageWaiting, Deadline: now.Add(pol.TTL), DueBy: w.DueBy, open: true}
 	a.EscalatesAt, a.ExpiresAt = a.Deadline, a.Deadline.Add(pol.EscalationTTL)
 	if pol.ReminderAt < 1 && remind {
 		a.RemindAt = now.Add(time.Duration(float64(pol.TTL) * pol.ReminderAt))

@@ -18,10 +18,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/smtp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,10 +38,12 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
+	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/metrics"
+	"github.com/durableclaims/durableclaims/internal/statute"
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/model"
 	"github.com/durableclaims/durableclaims/worker/crash"
@@ -506,6 +510,11 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if err != nil {
 		return nil, nil, err // refuse to start on a broken policy
 	}
+	law, err := loadLaw(config.Get("JURISDICTION_RULES_FILE", ""), rules, policies)
+	if err != nil {
+		return nil, nil, err // refuse to start on rules that do not fit the policy
+	}
+	logger.Info("jurisdiction rules", "rule_set", law.Version, "default", law.Default, "jurisdictions", len(law.Jurisdictions))
 	keys := len(book.Services)
 	for _, a := range book.Approvers {
 		keys += len(a.Keys)
@@ -529,9 +538,63 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 		Blobs:         docs,
 		ApproversFile: approversFile,
 		Rules:         rules,
+		Law:           law,
 		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
 		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
 		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
 		InboxURL:      config.Get("INBOX_URL", ""),
 	}, closeAll, nil
+}
+
+// loadLaw reads the jurisdictions' rules (JURISDICTION_RULES_FILE: the
+// shipped rule sets when unset, none when "none") and refuses a policy
+// that does not fit them: a final outcome that denies by silence, a policy
+// whose jurisdiction has no rules, an age cap that would stop a claim held
+// for a person before its decision is due.
+func loadLaw(path string, rules insurer.Rules, policies map[string]claim.Policy) (statute.Rules, error) {
+	if path == "none" {
+		return statute.Rules{}, nil
+	}
+	law, err := statute.Load(path)
+	if err != nil {
+		return statute.Rules{}, fmt.Errorf("JURISDICTION_RULES_FILE: %w", err)
+	}
+	if err := rules.CheckLaw(); err != nil {
+		return statute.Rules{}, err
+	}
+	codes := map[string]bool{law.Default: true}
+	for _, id := range slices.Sorted(maps.Keys(policies)) {
+		code := policies[id].Jurisdiction
+		if _, err := law.Record(code); err != nil {
+			return statute.Rules{}, fmt.Errorf("POLICIES_FILE: policy %s: %w", id, err)
+		}
+		codes[code] = code != ""
+	}
+	from := time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		if !codes[code] {
+			continue
+		}
+		rec, err := law.Record(code)
+		if err != nil {
+			return statute.Rules{}, fmt.Errorf("JURISDICTION_RULES_FILE: default %w", err)
+		}
+		l, err := rec.Law()
+		if err != nil {
+			return statute.Rules{}, fmt.Errorf("JURISDICTION_RULES_FILE: %s: %w", code, err)
+		}
+		j := l.Jurisdiction()
+		longest := l.Due(j.Decide, from)
+		if j.Extension != nil {
+			if ext := l.Due(*j.Extension, from); ext.After(longest) {
+				longest = ext
+			}
+		}
+		if window := longest.Sub(from); time.Duration(rules.MaxAge) < window {
+			return statute.Rules{}, fmt.Errorf("policy: max_age %s is shorter than %s's decision clock (%d %s, up to %s): "+
+				"a claim held for a person would stop before its decision is due", time.Duration(rules.MaxAge), code,
+				j.Decide.Days, j.Decide.Unit, window.Round(time.Hour))
+		}
+	}
+	return law, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
-	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
 // decide sends the decide update at a workflow time and records how it
@@ -75,7 +74,7 @@ func (s *ClaimSuite) TestReminderComesAtItsFractionOfTheTTL() {
 }
 
 func (s *ClaimSuite) TestFinalOutcomeApproveIsPaidByPolicy() {
-	rules := insurer.Defaults()
+	rules := suiteRules()
 	rules.FinalOutcome = "approve" // the worker's policy allows it
 	s.calls.rules = &rules
 	s.start(testClaim("claim-0061", "1840.00"), Options{Approval: approvals.Policy{FinalOutcome: approvals.Approve}})
@@ -269,7 +268,7 @@ func (s *ClaimSuite) TestModelSpendCapSendsTheClaimToAHuman() {
 	var waiting Status
 	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
 	s.approve(2*time.Hour, "adjuster-17", nil)
-	rules := insurer.Defaults()
+	rules := suiteRules()
 	rules.MaxTriageTokens = 10_000_000
 	s.calls.rules = &rules
 	s.start(testClaim("claim-0070", "640.00"), Options{})

@@ -57,6 +57,13 @@ type claimRun struct {
 	// with its flag tool.
 	review review.Facts
 	flags  []string
+	// policy is the claim's policy as last read; law its jurisdiction's
+	// clocks and letters (since.law, where intake recorded rules: law.go);
+	// modelDenies: the model recommends paying nothing, which under the
+	// law a person decides.
+	policy      *claim.Policy
+	law         *lawRun
+	modelDenies bool
 
 	published       string    // ClaimStatus as last upserted
 	publishedExpiry time.Time // ApprovalDeadline as last upserted
@@ -198,6 +205,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	}, &r.pay); err != nil {
 		return r.deadLetter(ctx, err)
 	}
+	r.law.paid(workflow.Now(ctx))
 	return r.finish(ctx, StatusPaid, "")
 }
 
@@ -231,10 +239,10 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 			// decided: the wait read it (rechecked) and ended.
 		case appr.Decision == nil:
 			metrics.Count(ctx, metrics.ApprovalsExpired, nil)
-			r.decide(DecidedByPolicy, approvals.Reject, r.build(ctx))
+			r.decide(ctx, DecidedByPolicy, approvals.Reject, r.build(ctx))
 			return ended(r.finish(ctx, StatusExpired, "no decision before the escalation deadline"))
 		case appr.Decision.Verdict == approvals.Reject:
-			r.decide(DecidedByApprover, approvals.Reject, appr.Decision.BuildID)
+			r.decide(ctx, DecidedByApprover, approvals.Reject, appr.Decision.BuildID)
 			return ended(r.finish(ctx, StatusRejected, "rejected by "+appr.Decision.Approver+": "+appr.Decision.Reason))
 		}
 		r.publish(ctx, StatusRunning)
@@ -272,12 +280,13 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 			if appr.Expired {
 				by = DecidedByPolicy // the policy's final outcome approved it
 			}
-			r.decide(by, approvals.Approve, appr.Decision.BuildID)
+			r.decide(ctx, by, approvals.Approve, appr.Decision.BuildID)
 			return payout, nil, nil
 		}
 		appr.Voided = fmt.Sprintf("claim changed while waiting (version %d → %d): %s", r.version, now.Version, change)
 		workflow.GetLogger(ctx).Warn("approval voided", "reason", appr.Voided)
 		r.setClaim(now.Claim, now.Version)
+		r.law.amended(workflow.Now(ctx))
 		payout, assess, err = r.assess(ctx, now, triage, r.key(claim.StepAssess).Sub(fmt.Sprintf("v%d", now.Version)))
 		if err != nil {
 			return ended(r.deadLetter(ctx, err))
@@ -313,6 +322,12 @@ func (r *claimRun) admitIntake(ctx workflow.Context, loaded activities.LoadClaim
 	if r.since.authority && r.trust != nil {
 		r.trust.Audience, r.trust.Identities = loaded.Audience, true
 	}
+	r.policy = loaded.Policy
+	if r.since.law {
+		if err := r.adoptLaw(loaded.Law, loaded.ReceivedAt); err != nil {
+			return temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrInvalidInput, nil)
+		}
+	}
 	return nil
 }
 
@@ -331,6 +346,7 @@ func (r *claimRun) reread(ctx workflow.Context, appr *approvals.Approval) (activ
 		return now, err
 	}
 	r.amendedBy = now.AmendedBy
+	r.policy = now.Policy
 	if r.since.review {
 		r.review = found(now.Review)
 	}
@@ -369,6 +385,11 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		r.assessAnswer = res.OutputSHA256
 	}
 	payout := clampPayout(res.Output.RecommendedMinor, r.coverage)
+	if r.modelDenies = payout == 0 && r.law != nil; r.modelDenies {
+		// The model's answer is advice: under the law a denial is a
+		// person's, so a person decides, shown the covered amount.
+		payout = r.coverage.CoveredMinor
+	}
 	r.setPayout(payout)
 	if payout == 0 {
 		r.reason = "assessment recommends no payout: " + res.Output.Rationale
@@ -396,10 +417,16 @@ func (r *claimRun) approve(ctx workflow.Context, payout int64, rationale string,
 		t.Services = dir.Services
 		trust = &t
 	}
-	return r.gate.Await(ctx, approvals.Wait{Request: req, Policy: r.approval, Approvers: dir.Approvers,
+	w := approvals.Wait{Request: req, Policy: r.approval, Approvers: dir.Approvers,
 		Self: []string{c.Claimant.Email, c.Claimant.StripeAccount}, NotAfter: r.started.Add(r.caps.MaxAge),
 		Excluded: r.amendedBy, Trust: trust,
-	}, r.waitHooks())
+	}
+	if r.law != nil {
+		r.law.shape(&w, workflow.Now(ctx))
+		stop := r.watchLaw(ctx)
+		defer stop(ctx)
+	}
+	return r.gate.Await(ctx, w, r.waitHooks())
 }
 
 // waitHooks are what the approval wait calls back into the run for.
@@ -414,6 +441,12 @@ func (r *claimRun) waitHooks() approvals.Hooks {
 		// A fired timer is a task boundary: the notice that follows runs
 		// local even when the one before it (the reminder) did.
 		h.TimerFired = r.taskBoundary
+	}
+	if r.since.law {
+		h.Overdue = func(ctx workflow.Context, appr *approvals.Approval) error {
+			metrics.Count(ctx, metrics.ApprovalsOverdue, nil)
+			return r.approvalNotice(a.OverdueApproval, "overdue")(ctx, appr)
+		}
 	}
 	return h
 }
@@ -509,8 +542,12 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	if err := r.exec(ctx, plan.sideStep, a.NotifyClaimant, activities.NotifyInput{
 		Key: r.key(claim.StepNotify), ClaimID: c.ID, To: c.Claimant.Email, Name: c.Claimant.Name, Outcome: outcome,
 		PayoutMinor: r.payoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, Reason: reason,
+		Letter: r.decisionLetter(outcome),
 	}, &r.notice); err != nil {
 		return r.deadLetter(ctx, err)
+	}
+	if r.law != nil && r.notice.Letter != nil {
+		r.law.sent(*r.notice.Letter)
 	}
 
 	r.enter(ctx, claim.StepClose)
@@ -533,7 +570,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 		// this step runs again in a later workflow task, its record must be
 		// byte for byte the one it may already have written.
 		ClaimVersion: r.version, NotificationID: r.notice.MessageID, ClosedAt: closed.ClosedAt,
-		PolicyVersion: r.policyVersion, Decided: r.decided})
+		PolicyVersion: r.policyVersion, Decided: r.decided, Law: r.lawRecord(ctx, closed.ClosedAt, true)})
 	if err != nil {
 		return ClaimResult{}, err
 	}
@@ -617,7 +654,8 @@ func (r *claimRun) fileDeadLetter(ctx workflow.Context) {
 	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: StatusDeadLettered, Reason: r.reason,
 		PayoutMinor: r.payoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
 		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
-		ClaimVersion: r.version, NotificationID: r.notice.MessageID, PolicyVersion: r.policyVersion, Decided: r.decided})
+		ClaimVersion: r.version, NotificationID: r.notice.MessageID, PolicyVersion: r.policyVersion, Decided: r.decided,
+		Law: r.lawRecord(ctx, workflow.Now(ctx), false)})
 	if err != nil {
 		return
 	}
@@ -677,7 +715,8 @@ func retryRegular(err error) bool {
 // decide records what decided the outcome (from versionProvenance on): how
 // (Decided.By), the verdict, the build that decided, the policy version and
 // the model answers it rests on.
-func (r *claimRun) decide(by string, v approvals.Verdict, build string) {
+func (r *claimRun) decide(ctx workflow.Context, by string, v approvals.Verdict, build string) {
+	r.law.decided(workflow.Now(ctx), v)
 	if !r.since.provenance {
 		return
 	}
@@ -693,7 +732,7 @@ func (r *claimRun) decide(by string, v approvals.Verdict, build string) {
 // decideByRules is a decision of the rules, made in this workflow task by
 // this build: pending until recorded (ruled, checkpoint.go).
 func (r *claimRun) decideByRules(ctx workflow.Context, v approvals.Verdict) {
-	r.decide(DecidedByRules, v, r.build(ctx))
+	r.decide(ctx, DecidedByRules, v, r.build(ctx))
 	r.ruled()
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 	"github.com/durableclaims/durableclaims/internal/review"
+	"github.com/durableclaims/durableclaims/internal/statute"
 )
 
 // ClaimSuite drives ClaimWorkflow with mocked activities and a skipping
@@ -82,6 +83,30 @@ type calls struct {
 	// escalateFails is how many attempts of the escalation notice fail
 	// (a mail relay that is down) before one succeeds.
 	escalateFails int
+
+	// law is the jurisdiction intake records (default: none); letters
+	// the claimant's letters sent (each rendered for real), overdue the
+	// overdue notices.
+	law *statute.Recorded
+	// recommendNothing: the assessment recommends paying nothing.
+	recommendNothing bool
+	letters          []activities.SentLetter
+	overdue          []activities.NoticeInput
+	claim            claim.Claim
+}
+
+// sendLetter renders a letter for real, as the activity does, and keeps it.
+func (c *calls) sendLetter(now time.Time, key claim.IdempotencyKey, f activities.LetterFacts) (activities.SentLetter, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, err := activities.RenderLetter(c.claim, f, now)
+	if err != nil {
+		return activities.SentLetter{}, temporal.NewNonRetryableApplicationError(err.Error(), activities.ErrInvalidInput, nil)
+	}
+	sent := activities.SentLetter{Kind: l.Kind, SentAt: now.UTC(), Version: l.Version, SHA256: l.SHA256, MessageID: string(key),
+		Subject: l.Subject, Body: l.Body}
+	c.letters = append(c.letters, sent)
+	return sent, nil
 }
 
 // budgetWait hands a 5-minute wait back, while the knob says so, to a
@@ -111,6 +136,15 @@ var one = activities.Meta{Attempt: 1}
 var policies = map[string]claim.Policy{
 	"pol-1001": {ID: "pol-1001", Currency: "usd", LimitMinor: 1_000_000, DeductibleMinor: 0},
 	"pol-2002": {ID: "pol-2002", Currency: "usd", LimitMinor: 150_000, DeductibleMinor: 25_000, ExcludedCategories: []string{"wear-and-tear"}},
+}
+
+// suiteRules is the worker's policy the suite's intake records by default:
+// the defaults, for claims under no jurisdiction's rules, whose unanswered
+// waits expire as they did before the law (law_test.go runs the law's).
+func suiteRules() insurer.Rules {
+	r := insurer.Defaults()
+	r.FinalOutcome = "reject"
+	return r
 }
 
 func testClaim(id, amount string) claim.Claim {
@@ -144,7 +178,7 @@ func (s *ClaimSuite) SetupTest() {
 			c.loads++
 			n := c.loads
 			c.mu.Unlock()
-			res := activities.LoadClaimResult{Claim: in.Claim, Status: "open", Version: 1, Meta: one}
+			res := activities.LoadClaimResult{Claim: in.Claim, Status: "open", Version: 1, Law: c.law, Meta: one}
 			if c.loadStatus != "" {
 				res.Status = c.loadStatus
 			}
@@ -154,14 +188,14 @@ func (s *ClaimSuite) SetupTest() {
 			if p, ok := policies[res.Claim.PolicyID]; ok {
 				res.Policy = &p
 			}
-			rules := insurer.Defaults()
-			// The suite's claims have no jurisdiction rules: an unanswered wait
-			// expires as it did before the law (law_test.go runs the law's).
-			rules.FinalOutcome = "reject"
+			rules := suiteRules()
 			if c.rules != nil {
 				rules = *c.rules
 			}
 			res.Rules, res.PolicyVersion = &rules, rules.Version()
+			c.mu.Lock()
+			c.claim = res.Claim
+			c.mu.Unlock()
 			res.Review = c.review
 			return res, nil
 		})
@@ -222,6 +256,9 @@ func (s *ClaimSuite) SetupTest() {
 			}
 			r, err := rules.Assess(ctx, in.AssessRequest)
 			out, u := r.Output, r.Usage
+			if c.recommendNothing {
+				out.RecommendedMinor = 0
+			}
 			return activities.AssessResult{Output: out, Model: rules.Name(), PromptVersion: rules.PromptVersion(), BuildID: activityBuild,
 				Usage: u, OutputSHA256: "assess-sha", Meta: one}, err
 		})
@@ -242,6 +279,10 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.notices = append(c.notices, in)
 			c.mu.Unlock()
+			if in.Letter != nil {
+				l, err := c.sendLetter(env.Now(), in.Key, *in.Letter)
+				return activities.NotifyResult{MessageID: l.MessageID, Letter: &l, Meta: one}, err
+			}
 			return activities.NotifyResult{MessageID: "m1", Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.CloseClaim, mock.Anything, mock.Anything).Return(
@@ -278,6 +319,20 @@ func (s *ClaimSuite) SetupTest() {
 			c.escalated = append(c.escalated, in)
 			c.mu.Unlock()
 			return activities.NotifyResult{MessageID: "e1", Meta: one}, nil
+		}).Maybe()
+	env.OnActivity(a.SendLetter, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.LetterInput) (activities.LetterResult, error) {
+			c.add("letter", in.Key)
+			l, err := c.sendLetter(env.Now(), in.Key, in.Facts)
+			return activities.LetterResult{Letter: l, Meta: one}, err
+		}).Maybe()
+	env.OnActivity(a.OverdueApproval, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.NoticeInput) (activities.NotifyResult, error) {
+			c.add("overdue", in.Key)
+			c.mu.Lock()
+			c.overdue = append(c.overdue, in)
+			c.mu.Unlock()
+			return activities.NotifyResult{MessageID: "o1", Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.PublishApproval, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.QueueInput) (activities.QueueResult, error) {
@@ -641,7 +696,7 @@ func (s *ClaimSuite) TestStaleHashIsRefused() {
 // The threshold is the worker's policy; the input may lower it, never
 // raise it.
 func (s *ClaimSuite) TestConfigurableThreshold() {
-	rules := insurer.Defaults()
+	rules := suiteRules()
 	rules.AutoApproveLimit = "5000"
 	s.calls.rules = &rules
 	s.start(testClaim("claim-0050", "1840.00"), Options{})

@@ -306,6 +306,9 @@ type AuditRecord struct {
 	// on; records of runs before keep their bytes).
 	PolicyVersion string   `json:"policy_version,omitempty"`
 	Decided       *Decided `json:"decided,omitempty"`
+	// Law is the jurisdiction's clocks and letters (runs from versionLaw
+	// on, where the worker applies jurisdiction rules).
+	Law *LawRecord `json:"law,omitempty"`
 }
 
 // ModelUse identifies a model answer without repeating it.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
-	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
 // The test environment runs every workflow task on no build at all
@@ -41,7 +40,7 @@ func (s *ClaimSuite) startOnTwoBuilds(c claim.Claim, opts Options) {
 }
 
 // policyVersion is the version of the policy the mocked intake records.
-var policyVersion = insurer.Defaults().Version()
+var policyVersion = suiteRules().Version()
 
 // Every model call in the status, the audit record and the result names its
 // model, prompt version and the build that asked.

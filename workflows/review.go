@@ -16,8 +16,17 @@ func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activitie
 	if r.since.review {
 		in.Rules = &r.rules
 	}
-	return review.Reasons(in)
+	reasons := review.Reasons(in)
+	if r.modelDenies {
+		reasons = append([]string{NoPayoutReason}, reasons...)
+	}
+	return reasons
 }
+
+// NoPayoutReason sends a claim to a person when the model recommends
+// paying nothing where a jurisdiction's rules apply (law.go): a denial is
+// a person's decision.
+const NoPayoutReason = "the assessment recommends no payout: under the law a person decides a denial"
 
 // found is what a read of the claim found for the review rules: nothing
 // when it recorded nothing.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
-	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
 // Receipts that prove the wrong thing: each is refused with its code and
@@ -64,7 +63,7 @@ func (s *ClaimSuite) TestFourEyesNeedsTwoApproversOneASupervisor() {
 	s.approve(2*time.Hour, "adjuster-17", nil) // a second receipt, same approver
 	s.env.RegisterDelayedCallback(func() { partial = s.status() }, 3*time.Hour)
 	s.approve(4*time.Hour, "supervisor-3", nil)
-	rules := insurer.Defaults()
+	rules := suiteRules()
 	rules.FourEyesAbove = "1500"
 	s.calls.rules = &rules
 	s.start(testClaim("claim-0091", "1840.00"), Options{})
@@ -114,7 +113,7 @@ func (s *ClaimSuite) TestFourEyesTwoAdjustersAreNotEnough() {
 	s.approve(2*time.Hour, "adjuster-9", func(r *approvals.Receipt) {
 		r.AmountMinor, r.Reason = 140000, "invoice covers 1400.00"
 	})
-	rules := insurer.Defaults()
+	rules := suiteRules()
 	rules.FourEyesAbove = "1500"
 	s.calls.rules = &rules
 	s.start(testClaim("claim-0092", "1840.00"), Options{Approval: approvals.Policy{TTL: 5 * time.Hour, EscalationTTL: time.Hour}})
@@ -165,7 +164,7 @@ func (s *ClaimSuite) TestTheAmenderMayNotApprove() {
 // The development switch accepts a plain decision and the audit says it
 // was not proven.
 func (s *ClaimSuite) TestUnsignedDecisionsOnlyUnderTheDevelopmentSwitch() {
-	rules := insurer.Defaults()
+	rules := suiteRules()
 	rules.AllowUnsignedDecisions = true
 	s.calls.rules = &rules
 	s.signal(time.Hour, approvals.SignalApprove, map[string]string{"approver": "adjuster-17"})

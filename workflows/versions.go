@@ -63,6 +63,14 @@ import "go.temporal.io/sdk/workflow"
 //	                server one workflow task instead of two and an activity
 //	                task (checkpoint.go); a notice whose quick local attempts
 //	                fail is sent as a regular activity
+//	versionLaw      where intake recorded a jurisdiction's rules (law.go):
+//	                the acknowledgment and status letters while a claim
+//	                waits (SendLetter, on durable timers in a goroutine), the
+//	                decision letter as the claimant's e-mail, the wait's
+//	                deadlines inside the decision clock, an unanswered wait
+//	                held for the supervisors (an overdue notice, never a
+//	                denial by silence), a model's "pay nothing" decided by
+//	                a person, and the clocks judged in the audit record
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -84,9 +92,10 @@ const (
 	versionBudget         = 10
 	versionProvenance     = 11
 	versionLocalNotices   = 12
+	versionLaw            = 13
 
 	// versionLatest is what new runs record.
-	versionLatest = versionLocalNotices
+	versionLatest = versionLaw
 )
 
 // versionSwitches are what a run does by the version it recorded: one
@@ -105,6 +114,7 @@ type versionSwitches struct {
 	budgetWaits    bool // versionBudget: a model step out of capacity waits on a durable timer
 	provenance     bool // versionProvenance: decisions and model calls name what made them
 	localNotices   bool // versionLocalNotices: the reminder and escalation run as plan.notice
+	law            bool // versionLaw: a jurisdiction's clocks, letters and hold
 }
 
 // switchesOf is the table: which changes a run of version v has.
@@ -122,5 +132,6 @@ func switchesOf(v workflow.Version) versionSwitches {
 		budgetWaits:    v >= versionBudget,
 		provenance:     v >= versionProvenance,
 		localNotices:   v >= versionLocalNotices,
+		law:            v >= versionLaw,
 	}
 }

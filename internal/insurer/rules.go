@@ -105,7 +105,7 @@ func Defaults() Rules {
 	return Rules{
 		AutoApproveLimit: "1000", FourEyesAbove: "10000",
 		ApprovalTTL: Duration(72 * time.Hour), ReminderAt: 0.5, EscalationTTL: Duration(24 * time.Hour), FinalOutcome: "hold",
-		MaxSteps: 100, MaxModelSpendMicros: 2_000_000, MaxAge: Duration(30 * 24 * time.Hour), MaxTriageTurns: 6, MaxTriageTokens: 40_000,
+		MaxSteps: 100, MaxModelSpendMicros: 2_000_000, MaxAge: Duration(90 * 24 * time.Hour), MaxTriageTurns: 6, MaxTriageTokens: 40_000,
 		ModelPriceIn: 2_500_000, ModelPriceOut: 10_000_000,
 		HistoryBudgetBytes: 64 << 10,
 		ReceiptMaxTTL:      Duration(time.Hour),

@@ -15,9 +15,16 @@ const (
 	ApprovalsWaiting     = "approvals_waiting"     // gauge {stage}
 	ApprovalsEscalated   = "approvals_escalated"   // counter
 	ApprovalsExpired     = "approvals_expired"     // counter
-	ClaimStepDuration    = "claim_step_duration"   // histogram {step, outcome}
-	ClaimHistoryBytes    = "claim_history_bytes"   // histogram {step}
-	ClaimHistoryEvents   = "claim_history_events"  // histogram {step}
+	// ApprovalsOverdue counts waits nobody decided by their second
+	// deadline and held open for a person (approvals.Hold).
+	ApprovalsOverdue = "approvals_overdue" // counter
+	// StatutoryBreaches counts a regulator's clocks (acknowledge, decide,
+	// pay, status) that ran out before their event, judged when a claim
+	// ends: each is an alert.
+	StatutoryBreaches    = "statutory_breaches"   // counter {clock, jurisdiction}
+	ClaimStepDuration    = "claim_step_duration"  // histogram {step, outcome}
+	ClaimHistoryBytes    = "claim_history_bytes"  // histogram {step}
+	ClaimHistoryEvents   = "claim_history_events" // histogram {step}
 	HistoryBudgetCrossed = "claim_history_budget_exceeded"
 	// ActivityRefusals counts calls an activity refused because the caller
 	// had no authority for them: a foreign run, a closed claim, a payout the

@@ -132,6 +132,7 @@ func ruleReasons(rules Rules, in Input) []string {
 func Kind(reason string) string {
 	for _, k := range []struct{ prefix, kind string }{
 		{"payout ", "over-limit"},
+		{"the assessment recommends no payout", "no-payout"},
 		{"fraud signal raised for investigators", "fraud-flag"},
 		{"fraud score ", "fraud-score"},
 		{"the claimant has ", "prior-claims"},

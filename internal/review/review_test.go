@@ -78,6 +78,7 @@ func TestRulesOf(t *testing.T) {
 func TestKind(t *testing.T) {
 	for reason, kind := range map[string]string{
 		"payout 1840.00 is above the auto-approve limit 1000.00":                                    "over-limit",
+		"the assessment recommends no payout: under the law a person decides a denial":              "no-payout",
 		"fraud signal raised for investigators during triage: anything at all":                      "fraud-flag",
 		"fraud score 80 is at or over the review threshold 50":                                      "fraud-score",
 		"the claimant has 4 prior claims in the last 365 days (a human looks from 3)":               "prior-claims",

@@ -1,0 +1,185 @@
+package workflows
+
+import (
+	"time"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/letters"
+	"github.com/durableclaims/durableclaims/internal/statute"
+)
+
+// The law's clock (law.go), on the time-skipping test server: weeks of
+// durable timers in milliseconds, each against the shipped rule sets.
+
+const day = 24 * time.Hour
+
+// underLaw has intake record the shipped rules of code, and starts the
+// run's clock at start.
+func (s *ClaimSuite) underLaw(code string, start time.Time) statute.Law {
+	rec, err := statute.Shipped().Record(code)
+	s.Require().NoError(err)
+	s.calls.law = &rec
+	s.env.SetStartTime(start)
+	law, err := rec.Law()
+	s.Require().NoError(err)
+	return law
+}
+
+// letterKinds lists the claimant's letters, in the order sent.
+func (s *ClaimSuite) letterKinds() []letters.Kind {
+	var out []letters.Kind
+	for _, l := range s.calls.letters {
+		out = append(out, l.Kind)
+	}
+	return out
+}
+
+// lawRecord is the law section of the run's one audit record.
+func (s *ClaimSuite) lawRecord() *LawRecord {
+	s.Require().Len(s.calls.audits, 1)
+	rec := s.calls.audits[0].Law
+	s.Require().NotNil(rec, "the audit record has its law section")
+	return rec
+}
+
+func (s *ClaimSuite) clock(rec *LawRecord, name string) statute.ClockState {
+	for _, c := range rec.Clocks {
+		if c.Clock == name {
+			return c
+		}
+	}
+	s.FailNow("no such clock", name)
+	return statute.ClockState{}
+}
+
+// Nobody answers a California claim: it is acknowledged at once, escalated
+// at the TTL, held for the supervisors at the second deadline (an overdue
+// notice, never a denial by silence), and a supervisor's decision on day
+// 20 pays it, inside every clock.
+func (s *ClaimSuite) TestLawHoldsAnUnansweredClaimForAPerson() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	law := s.underLaw("US-CA", start)
+	s.approve(20*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-1", "1840.00"), Options{})
+
+	r := s.result()
+	s.Equal(StatusPaid, r.Status, "a person decided; silence did not")
+	s.Require().NotNil(r.Approval)
+	s.False(r.Approval.Expired)
+	s.Equal(start.Add(96*time.Hour), r.Approval.OverdueAt.UTC(), "held after the 72 h TTL and the 24 h escalation")
+	s.True(law.Due(law.Jurisdiction().Decide, start).Equal(r.Approval.DueBy), "the inbox is told the statutory due date")
+	s.Len(s.calls.escalated, 1)
+	s.Len(s.calls.overdue, 1, "the overdue notice, once")
+	s.Equal([]claim.IdempotencyKey{"claim-law-1:step5:overdue"}, s.calls.keys["overdue"])
+
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Approval}, s.letterKinds())
+	s.Equal([]claim.IdempotencyKey{"claim-law-1:step5:letter:acknowledgment"}, s.calls.keys["letter"])
+	s.Equal(start, s.calls.letters[0].SentAt, "acknowledged when the claim began to wait")
+	s.Contains(s.calls.letters[1].Body, "1840.00 USD")
+
+	rec := s.lawRecord()
+	s.Equal("US-CA", rec.Jurisdiction)
+	s.Equal(statute.Shipped().Version, rec.RuleSet)
+	s.Empty(rec.Breaches)
+	s.Equal(start, *rec.AcknowledgedAt)
+	s.Equal(start.Add(20*day), *rec.DecidedAt)
+	s.Equal(start.Add(20*day), *rec.PaidAt)
+	for _, c := range rec.Clocks {
+		s.False(c.Breached, c.Clock)
+	}
+	s.Len(rec.Letters, 2)
+	s.Equal(s.calls.letters[1].SHA256, rec.Letters[1].SHA256, "the claim file keeps each letter with its hash")
+}
+
+// Nobody decides a California claim for 45 days: a status letter goes out
+// before the decision is due, the run keeps holding it for a person, and
+// the breach of the 40-day decision clock is recorded, not silent.
+func (s *ClaimSuite) TestLawRecordsABreach() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	law := s.underLaw("US-CA", start)
+	s.approve(45*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-2", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Status, letters.Approval}, s.letterKinds())
+	due := law.Due(law.Jurisdiction().Decide, start)
+	s.True(due.Add(-statusLead).Equal(s.calls.letters[1].SentAt), "the status letter a day before the decision is due")
+
+	rec := s.lawRecord()
+	s.Equal([]string{"decide"}, rec.Breaches)
+	c := s.clock(rec, "decide")
+	s.True(c.Breached)
+	s.True(due.Equal(*c.DueAt))
+	s.True(start.Add(45 * day).Equal(*c.MetAt))
+	s.False(s.clock(rec, "acknowledge").Breached)
+}
+
+// A claim the coverage check refuses is denied in writing at once: the
+// denial letter gives the specific reason and the provisions relied on,
+// says a person may review an automated decision, and acknowledges the
+// claim.
+func (s *ClaimSuite) TestLawDenialLetterGivesReasonsAndProvisions() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	s.underLaw("US-TX", start)
+	c := testClaim("claim-law-3", "1840.00")
+	c.PolicyID = "pol-9999"
+	s.start(c, Options{})
+
+	s.Equal(StatusRejected, s.result().Status)
+	s.Equal([]letters.Kind{letters.Denial}, s.letterKinds())
+	n := s.calls.notices[0]
+	s.Require().NotNil(n.Letter)
+	s.Equal([]string{"no such policy"}, n.Letter.Reasons)
+	s.Equal([]string{"Policy pol-9999: no such policy is in force with us"}, n.Letter.Provisions)
+	s.True(n.Letter.Automated, "the rules decided: the claimant may ask for a person")
+	body := s.calls.letters[0].Body
+	s.Contains(body, "no such policy")
+	s.Contains(body, "Texas Department of Insurance")
+
+	rec := s.lawRecord()
+	s.Equal(start, *rec.AcknowledgedAt, "the decision letter acknowledges the claim")
+	s.Nil(rec.PaidAt)
+	s.Empty(rec.Breaches)
+	for _, c := range rec.Clocks {
+		s.NotEqual("pay", c.Clock, "a denied claim has no payment clock")
+	}
+}
+
+// A Texas claim filed the Monday before Christmas: the decision is due in
+// business days of the Texas calendar (Christmas Eve, Christmas Day, the
+// day after and New Year's Day are not); the status letter sent before
+// then extends it to the 45th day after the letter, and a supervisor's
+// decision on day 30 is in time.
+func (s *ClaimSuite) TestLawTexasBusinessDaysAndTheExtension() {
+	start := time.Date(2026, time.December, 21, 15, 0, 0, 0, time.UTC)
+	law := s.underLaw("US-TX", start)
+	j := law.Jurisdiction()
+	s.Require().NotNil(j.Extension)
+	s.approve(30*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-4", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Status, letters.Approval}, s.letterKinds())
+	letter := s.calls.letters[1].SentAt
+	s.True(law.Due(j.Decide, start).Add(-statusLead).Equal(letter), "the status letter a day before the 15th business day")
+	rec := s.lawRecord()
+	s.Empty(rec.Breaches)
+	s.True(law.Due(*j.Extension, letter).Equal(*s.clock(rec, "decide").DueAt), "the status letter extended the decision clock to 45 days after it")
+}
+
+// The model recommending nothing is advice: under the law a person
+// decides a denial, so the claim waits for one with the covered amount.
+func (s *ClaimSuite) TestLawAModelCannotDeny() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	s.underLaw("US-CA", start)
+	s.calls.recommendNothing = true
+	s.reject(time.Hour, "adjuster-17", "the damage predates the policy")
+	s.start(testClaim("claim-law-5", "640.00"), Options{})
+
+	s.Equal(StatusRejected, s.result().Status)
+	s.Require().NotNil(s.result().Approval, "a person was asked")
+	s.Contains(s.result().Approval.Request.Reasons[0], "the assessment recommends no payout")
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Denial}, s.letterKinds())
+	s.Contains(s.calls.letters[1].Body, "the damage predates the policy")
+	s.False(s.calls.notices[0].Letter.Automated)
+}
