@@ -57,18 +57,15 @@ func writeNew(path string, b []byte, mode os.FileMode) error {
 	return f.Close()
 }
 
-// ledgerPublicKey is the ledger's public key: LEDGER_PUBLIC_KEY, else the
-// .pub beside LEDGER_KEY.
+// ledgerPublicKey is the ledger's public key: the flag's file, else
+// config.LedgerPublicKey's.
 func ledgerPublicKey(flagPath string) (string, error) {
 	path := flagPath
 	if path == "" {
-		path = config.Get("LEDGER_PUBLIC_KEY", "")
-	}
-	if path == "" && config.Get("LEDGER_KEY", "") != "" {
-		path = config.Get("LEDGER_KEY", "") + ".pub"
+		path = config.LedgerPublicKey()
 	}
 	if path == "" {
-		return "", errors.New("no ledger public key: set LEDGER_PUBLIC_KEY (or --ledger-pub FILE)")
+		return "", fmt.Errorf("no ledger public key: set LEDGER_PUBLIC_KEY (or --ledger-pub FILE); none in %s", config.LocalLedgerKey+".pub")
 	}
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
@@ -119,9 +116,9 @@ func (r *records) body(ctx context.Context, row store.ClaimFile) ([]byte, error)
 
 // checkpoint signs and publishes the log's checkpoint now.
 func checkpoint(ctx context.Context, out io.Writer) error {
-	path := config.Get("LEDGER_KEY", "")
+	path := config.LedgerKey()
 	if path == "" {
-		return errors.New("checkpoint: set LEDGER_KEY to the ledger key (claimsctl keygen --ledger NAME --out FILE)")
+		return fmt.Errorf("checkpoint: no ledger key: set LEDGER_KEY, or make %s (claimsctl keygen --ledger NAME --out %[1]s)", config.LocalLedgerKey)
 	}
 	key, err := claimfile.ReadLedgerKey(path)
 	if err != nil {
@@ -397,7 +394,12 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 			fmt.Fprintln(out, n)
 		}
 	}
+	// Claims named are named back ("claim-0042: claim file, log of 3
+	// files, …: verifies"); --all counts them.
 	what := fmt.Sprintf("%d claims, log of %d files", len(ids), len(leaves))
+	if !*all {
+		what = fmt.Sprintf("%s: %s, log of %d files", strings.Join(ids, ", "), plural(len(ids), "claim file", "claim files"), len(leaves))
+	}
 	if len(sizes) > 0 {
 		what += fmt.Sprintf(", checkpoints up to %d", sizes[len(sizes)-1])
 	}
@@ -489,4 +491,11 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 		failed(claimfile.CheckPayment, "store payouts", "%d by %s, the claim file says %d by %s", p.AmountMinor, p.TransferID, rec.PayoutMinor, rec.TransferID)
 	}
 	return ps
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -167,7 +167,7 @@ type queuePage struct {
 func listQueue(ctx context.Context, out io.Writer, stage, currency, approver, after string, limit int, asJSON bool) error {
 	f := store.QueueFilter{Stage: stage, Currency: strings.ToLower(currency)}
 	if approver != "" {
-		book, err := authority.Load(config.Get("APPROVERS_FILE", ""))
+		book, err := authority.Load(config.ApproversFile())
 		if err != nil {
 			return err
 		}

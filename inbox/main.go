@@ -8,6 +8,7 @@
 //	INBOX_ADDR          listen address (default localhost:8088)
 //	INBOX_URL           the public address (default http://INBOX_ADDR); sign-in returns to INBOX_URL/callback
 //	INBOX_SIGNING_KEY   the inbox's service key file (claimsctl keygen --service inbox); its public half is in the directory
+//	                    (default var/keys/inbox.key, when there: make demo's)
 //	INBOX_SESSION_KEY   base64 of 32 or more random bytes, the same on every replica
 //	OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET   the identity provider
 //	INBOX_DEV_LOGIN=1   development only: choose an approver instead of an identity provider (loopback only)
@@ -15,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -91,7 +93,7 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 		return fmt.Errorf("INBOX_SESSION_KEY: %w", err)
 	}
 
-	keyPath := getenv("INBOX_SIGNING_KEY")
+	keyPath := cmp.Or(getenv("INBOX_SIGNING_KEY"), config.IfExists(config.LocalInboxKey))
 	if keyPath == "" {
 		return errors.New("INBOX_SIGNING_KEY is required: the inbox's service key file (claimsctl keygen --service inbox --out FILE --directory APPROVERS_FILE)")
 	}
@@ -102,7 +104,7 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 	if key.Service == "" {
 		return fmt.Errorf("INBOX_SIGNING_KEY %s is %s's own key: the inbox signs for whoever signed in, with a service key", keyPath, key.Approver)
 	}
-	approvers := getenv("APPROVERS_FILE")
+	approvers := cmp.Or(getenv("APPROVERS_FILE"), config.IfExists(config.LocalApprovers))
 	directory := func() (authority.Book, error) { return authority.Load(approvers) }
 	book, err := directory()
 	if err != nil {

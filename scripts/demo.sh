@@ -2,11 +2,13 @@
 # The seed story: two claims survive real worker kills without paying twice,
 # and a third expires unanswered. Every process is real: the Temporal dev
 # server, stripesim, and a worker that kills itself with SIGKILL and is
-# restarted by a supervisor loop.
+# restarted by a supervisor loop. The stack is the programs' own defaults
+# under var/, so bin/claimsctl, bin/inbox, bin/worker and bin/starter run
+# from here afterwards find what the demo made with no variable set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STACK=var/demo
+STACK=var
 TEMPORAL_ADDRESS=${DEMO_TEMPORAL_ADDRESS:-localhost:7233}
 STRIPESIM_ADDR=${DEMO_STRIPESIM_ADDR:-localhost:12111}
 UI_PORT=${DEMO_UI_PORT:-8233}
@@ -60,6 +62,11 @@ say "What happened, read from each claim's event history"
 bin/claimsctl show claim-0042 claim-0043 claim-0044
 echo "    Messages in the mail spool $MAIL_SPOOL (claimant notices, reminder, escalation): $(ls "$MAIL_SPOOL" | grep -c '\.eml$')"
 
+say "Each closed claim left a claim file; the ledger key signs a checkpoint of their log"
+bin/claimsctl checkpoint | sed -n 's/^checkpoint/    checkpoint/p'
+echo "    \$ claimsctl verify claim-0042 claim-0043 claim-0044   # offline: the store, the log, the signed checkpoint"
+bin/claimsctl verify claim-0042 claim-0043 claim-0044 | sed 's/^/    /'
+
 say "Transfers at the payment provider"
 bin/claimsctl payments claim-0042 claim-0043 claim-0044
 
@@ -67,5 +74,6 @@ if [ "${DEMO_KEEP:-}" = 1 ]; then
   say "The stack stays up. claim-0045 waits for you at $INBOX_URL/claims/claim-0045"
   bin/starter --docs-root examples examples/claims/claim-0045.json
   echo "    Sign in as adjuster-17 (limit 5000.00 usd) and approve, reject, lower or hand it on; Ctrl-C stops everything."
+  echo "    From another shell here, bin/claimsctl finds this stack by its defaults (list --status waiting, show, audit, verify)${DEMO_TEMPORAL_ADDRESS:+, with TEMPORAL_ADDRESS=$TEMPORAL_ADDRESS}."
   while sleep 3600; do :; done
 fi

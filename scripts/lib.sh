@@ -2,6 +2,13 @@
 # Temporal dev server, stripesim, and a worker under a supervisor loop that
 # restarts it when it dies) in a directory, and take it down again.
 #
+# STACK=var is the programs' own local stack (internal/config's LocalDir):
+# its files are where every program looks when no variable names them, so
+# claimsctl, the inbox, a worker or the starter run later from this
+# directory find them with no variable set; here they are not exported, so
+# the demo runs on the defaults too. Any other STACK is named to each
+# program by its variable.
+#
 # Set before sourcing: STACK (a directory), TEMPORAL_ADDRESS, STRIPESIM_ADDR,
 # UI_PORT, CODEC_ADDR for the codec server the Web UI and the CLI decode
 # payloads through (unset: payloads in clear, PAYLOAD_ENCRYPTION=off), and
@@ -11,15 +18,22 @@
 TEMPORAL=${TEMPORAL:-$(command -v temporal || echo "$(go env GOPATH)/bin/temporal")}
 export TEMPORAL_NAMESPACE=default
 export STRIPE_API_BASE=http://$STRIPESIM_ADDR STRIPE_SECRET_KEY=sk_test_local
-export CLAIMS_DB=$STACK/claims.db MAIL_SPOOL=$STACK/mail STRIPESIM_DB=$STACK/stripesim.db
-export BLOB_URL="file://$PWD/$STACK/blobs?create_dir=true"
-# The approver directory with a signing key per approver, made by stack_up.
-export APPROVERS_FILE=$STACK/approvers.json KEYS=$STACK/keys
+CLAIMS_DB=$STACK/claims.db MAIL_SPOOL=$STACK/mail STRIPESIM_DB=$STACK/stripesim.db
+BLOB_URL="file://$PWD/$STACK/blobs?create_dir=true"
+# The approver directory with a signing key per approver, and the ledger
+# key that signs the claim-file log's checkpoints, made by stack_up.
+APPROVERS_FILE=$STACK/approvers.json KEYS=$STACK/keys LEDGER_KEY=$STACK/ledger.key INBOX_SIGNING_KEY=$STACK/keys/inbox.key
+# Payloads are encrypted with this stack's key, which every program here
+# shares; the codec server decodes them for the Web UI and the CLI.
+CODEC_KEYS_FILE=$STACK/codec-keys.json
+if [ "$STACK" != var ]; then
+  export CLAIMS_DB MAIL_SPOOL STRIPESIM_DB BLOB_URL APPROVERS_FILE LEDGER_KEY INBOX_SIGNING_KEY CODEC_KEYS_FILE
+fi
+# The stack's processes' logs, and the file that tells the supervisor to stop.
+RUN=$STACK/run
 export TEMPORAL_ADDRESS STRIPESIM_ADDR
-# Payloads are encrypted with a key made for this stack, which every program
-# here shares; the codec server decodes them for the Web UI and the CLI.
 if [ -n "${CODEC_ADDR:-}" ]; then
-  export CODEC_KEYS_FILE=$STACK/codec-keys.json TEMPORAL_CODEC_ENDPOINT=http://$CODEC_ADDR
+  export TEMPORAL_CODEC_ENDPOINT=http://$CODEC_ADDR
 else
   export PAYLOAD_ENCRYPTION=off
 fi
@@ -30,7 +44,7 @@ export LOG_LEVEL=${LOG_LEVEL:-info}
 say() { printf '\n==> %s\n' "$*"; }
 stack_pids=()
 stack_down() {
-  touch "$STACK/stop" 2>/dev/null || true
+  touch "$RUN/stop" 2>/dev/null || true
   for pid in "${stack_pids[@]}"; do pkill -TERM -P "$pid" 2>/dev/null || true; kill -TERM "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
@@ -45,7 +59,12 @@ stack_up() {
       exit 1
     fi
   done
-  rm -rf "$STACK" && mkdir -p "$STACK"
+  # Afresh: the dev server keeps nothing between runs, so neither does
+  # the rest of the stack (its payload key excepted: it is made once).
+  say "Starting afresh in $STACK/: the last run's claims store, documents, mail, keys and logs are removed"
+  rm -rf "$STACK"/claims.db* "$STACK"/stripesim.db* "$STACK"/crash-fired "$STACK/blobs" "$MAIL_SPOOL" "$KEYS" \
+    "$APPROVERS_FILE" "$LEDGER_KEY" "$LEDGER_KEY.pub" "$RUN"
+  mkdir -p "$RUN"
 
   say "Making a signing key for each approver (claimsctl keygen); the public halves go in $APPROVERS_FILE"
   for approver in adjuster-17 adjuster-9 supervisor-3; do
@@ -53,16 +72,18 @@ stack_up() {
     echo "    $KEYS/$approver.key"
   done
   if [ -n "${INBOX_ADDR:-}" ]; then
-    bin/claimsctl keygen --service inbox --out "$KEYS/inbox.key" --directory "$APPROVERS_FILE" >/dev/null
-    echo "    $KEYS/inbox.key (the inbox's service key: it signs for whoever signs in)"
+    bin/claimsctl keygen --service inbox --out "$INBOX_SIGNING_KEY" --directory "$APPROVERS_FILE" >/dev/null
+    echo "    $INBOX_SIGNING_KEY (the inbox's service key: it signs for whoever signs in)"
   fi
+  bin/claimsctl keygen --ledger demo --out "$LEDGER_KEY" >/dev/null
+  echo "    $LEDGER_KEY (the ledger key: it signs the checkpoints of the claim-file log; $LEDGER_KEY.pub verifies them)"
 
   local codec_flags=()
   if [ -n "${CODEC_ADDR:-}" ]; then
     say "Encrypting every payload (AES-256-GCM) with a key made for this stack, $CODEC_KEYS_FILE"
-    (umask 077; bin/codec-server -generate-key demo >"$CODEC_KEYS_FILE" 2>/dev/null)
+    [ -s "$CODEC_KEYS_FILE" ] || (umask 077; bin/codec-server -generate-key demo >"$CODEC_KEYS_FILE" 2>/dev/null)
     echo "    The Temporal server stores only ciphertext; the codec server at $TEMPORAL_CODEC_ENDPOINT decodes for the Web UI and the CLI."
-    CODEC_SERVER_ADDR=$CODEC_ADDR CODEC_CORS_ORIGINS=http://localhost:$UI_PORT bin/codec-server >"$STACK/codec-server.log" 2>&1 &
+    CODEC_SERVER_ADDR=$CODEC_ADDR CODEC_CORS_ORIGINS=http://localhost:$UI_PORT bin/codec-server >"$RUN/codec-server.log" 2>&1 &
     stack_pids+=($!)
     for _ in $(seq 1 50); do listening "$CODEC_ADDR" && break; sleep 0.1; done
     codec_flags=(--ui-codec-endpoint "$TEMPORAL_CODEC_ENDPOINT")
@@ -74,23 +95,23 @@ stack_up() {
     --dynamic-config-value history.transferProcessorMaxPollRPS=1000 \
     --dynamic-config-value matching.useNewMatcher=true \
     --dynamic-config-value system.enableActivityEagerExecution=true \
-    --log-level error >"$STACK/temporal.log" 2>&1 &
+    --log-level error >"$RUN/temporal.log" 2>&1 &
   stack_pids+=($!)
   # Ready when the search attributes are (grep without -q: with pipefail, an
   # early grep exit would fail the pipeline).
   ready() { "$TEMPORAL" operator search-attribute list 2>/dev/null | grep ClaimStatus >/dev/null; }
   for _ in $(seq 1 150); do ready && break; sleep 0.2; done
-  ready || { echo "dev server did not come up; see $STACK/temporal.log" >&2; exit 1; }
+  ready || { echo "dev server did not come up; see $RUN/temporal.log" >&2; exit 1; }
 
   say "Starting stripesim (a local Stripe) on $STRIPESIM_ADDR"
-  bin/stripesim >"$STACK/stripesim.log" 2>&1 &
+  bin/stripesim >"$RUN/stripesim.log" 2>&1 &
   stack_pids+=($!)
   for _ in $(seq 1 50); do listening "$STRIPESIM_ADDR" && break; sleep 0.1; done
 
   if [ "${MODEL_PROVIDER:-rules}" = openai ] && [ -z "${MODEL_BASE_URL:-}" ]; then
     local modelsim_addr=${MODELSIM_ADDR:-localhost:12112}
     say "Starting modelsim (an OpenAI-compatible Chat Completions server) on $modelsim_addr"
-    bin/modelsim -addr "$modelsim_addr" >"$STACK/modelsim.log" 2>&1 &
+    bin/modelsim -addr "$modelsim_addr" >"$RUN/modelsim.log" 2>&1 &
     stack_pids+=($!)
     for _ in $(seq 1 50); do listening "$modelsim_addr" && break; sleep 0.1; done
     export MODEL_BASE_URL="http://$modelsim_addr/v1" MODEL_NAME=${MODEL_NAME:-sim-1}
@@ -99,12 +120,12 @@ stack_up() {
 
   say "Starting the worker under a supervisor that restarts it when it dies"
   (
-    while [ ! -e "$STACK/stop" ]; do
+    while [ ! -e "$RUN/stop" ]; do
       set +e
-      bin/worker "$@" >>"$STACK/worker.log" 2>&1
+      bin/worker "$@" >>"$RUN/worker.log" 2>&1
       rc=$?
       set -e
-      [ -e "$STACK/stop" ] && break
+      [ -e "$RUN/stop" ] && break
       [ $rc -eq 137 ] && echo "    [supervisor] worker was killed with SIGKILL; starting a new one" || echo "    [supervisor] worker exited ($rc); starting a new one"
       sleep 0.2
     done
@@ -114,9 +135,9 @@ stack_up() {
   if [ -n "${INBOX_ADDR:-}" ]; then
     say "Starting the adjusters' inbox on $INBOX_URL"
     echo "    development sign-in (INBOX_DEV_LOGIN=1, loopback only): pick an approver from the directory, no password"
-    INBOX_DEV_LOGIN=1 INBOX_SIGNING_KEY=$KEYS/inbox.key bin/inbox >"$STACK/inbox.log" 2>&1 &
+    INBOX_DEV_LOGIN=1 bin/inbox >"$RUN/inbox.log" 2>&1 &
     stack_pids+=($!)
     for _ in $(seq 1 100); do listening "$INBOX_ADDR" && break; sleep 0.1; done
-    listening "$INBOX_ADDR" || { echo "the inbox did not come up; see $STACK/inbox.log" >&2; exit 1; }
+    listening "$INBOX_ADDR" || { echo "the inbox did not come up; see $RUN/inbox.log" >&2; exit 1; }
   fi
 }

@@ -334,10 +334,10 @@ func claimFiles(c client.Client) (activities.ClaimFiles, error) {
 // without one, claim files are written and logged but no checkpoint is
 // signed until claimsctl checkpoint runs where the key is.
 func publishCheckpoints(acts *activities.Activities, logger *slog.Logger) (func(), error) {
-	path := config.Get("LEDGER_KEY", "")
+	path := config.LedgerKey()
 	if path == "" {
 		logger.Warn("no LEDGER_KEY: claim files are written, but this worker signs no checkpoint of their log; " +
-			"make a key with claimsctl keygen --ledger --out FILE and set LEDGER_KEY=FILE")
+			"make a key with claimsctl keygen --ledger NAME --out FILE and set LEDGER_KEY=FILE (or --out " + config.LocalLedgerKey + ")")
 		return func() {}, nil
 	}
 	key, err := claimfile.ReadLedgerKey(path)
@@ -478,7 +478,7 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	var mailer activities.Mailer = activities.SpoolMailer{Dir: config.Get("MAIL_SPOOL", "var/mail")}
+	var mailer activities.Mailer = activities.SpoolMailer{Dir: config.MailSpool()}
 	if addr := config.Get("SMTP_ADDR", ""); addr != "" {
 		var auth smtp.Auth
 		if u := config.Get("SMTP_USERNAME", ""); u != "" {
@@ -501,7 +501,7 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 		// Refuse to start rather than fail every claim's last step.
 		return nil, nil, fmt.Errorf("CLAIM_FILE_LOCK=%s needs BLOB_URL to be an S3 bucket with Object Lock (s3://…)", docs.LockMode)
 	}
-	approversFile := config.Get("APPROVERS_FILE", "")
+	approversFile := config.ApproversFile()
 	book, err := authority.Load(approversFile)
 	if err != nil {
 		return nil, nil, err // refuse to start on a broken directory

@@ -96,13 +96,6 @@ func Logger(component string) *slog.Logger {
 // nobody else's business on the host. The binaries call it first thing.
 func OwnerOnly() { syscall.Umask(0o077) }
 
-// ClaimsDB is the system of record's SQLite file.
-func ClaimsDB() string { return Get("CLAIMS_DB", "var/claims.db") }
-
-// DefaultKeysFile holds the payload keys when neither CODEC_KEYS_FILE nor
-// CODEC_KEYS is set: beside the default claims store, for one machine.
-const DefaultKeysFile = "var/codec-keys.json"
-
 // PayloadKeys is the key ring every program encrypts and decrypts payloads
 // with, so that the Temporal server, its database and anyone who reaches
 // its frontend (a stolen task, a history, a memo) see no claim data:
