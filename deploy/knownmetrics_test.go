@@ -77,6 +77,8 @@ var ourMetrics = []ourMetric{
 	{metrics.ApprovalsWaiting, gauge, "", map[string][]string{"stage": {"waiting", "escalated"}}},
 	{metrics.ApprovalsEscalated, counter, "", nil},
 	{metrics.ApprovalsExpired, counter, "", nil},
+	{metrics.ApprovalsOverdue, counter, "", nil},
+	{metrics.StatutoryBreaches, counter, "", map[string][]string{"clock": {"acknowledge", "decide", "pay", "status"}, "jurisdiction": nil}},
 	{metrics.ClaimStepDuration, timer, "seconds", map[string][]string{"step": claimSteps, "outcome": nil}},
 	// Unit By: the name already ends in _bytes, so no second one is added
 	// (claim_history_bytes_bytes_bucket would be unknown here).

@@ -265,7 +265,8 @@ func TestAttackARogueWorkflowGetsNothingFromTheWorker(t *testing.T) {
 // approver then approves it; the store keeps its outcome.
 func TestAttackClosedClaimsAreNeverTakenAgain(t *testing.T) {
 	w := newWorld(t)
-	w.env = append(w.env, "APPROVAL_TTL=2s", "ESCALATION_TTL=2s")
+	// Under no jurisdiction's rules an unanswered claim expires (docs/law.md).
+	w.env = append(w.env, "APPROVAL_TTL=2s", "ESCALATION_TTL=2s", "JURISDICTION_RULES_FILE=none", "FINAL_OUTCOME=reject")
 	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
 	paid, rejected, expired := "claim-e2e-was-paid", "claim-e2e-was-rejected", "claim-e2e-was-expired"
 	w.start(w.claimFile(paid, "640.00"), w.claimFile(rejected, "1840.00"), w.claimFile(expired, "1840.00"))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The seed story: two claims survive real worker kills without paying twice,
-# and a third expires unanswered. Every process is real: the Temporal dev
+# and a third nobody answers is held for a supervisor, never denied by
+# silence, until one decides. Every process is real: the Temporal dev
 # server, stripesim, and a worker that kills itself with SIGKILL and is
 # restarted by a supervisor loop. The stack is the programs' own defaults
 # under var/, so bin/claimsctl, bin/inbox, bin/worker and bin/starter run
@@ -55,12 +56,20 @@ say "adjuster-17 approves claim-0043 (the worker dies in step 6 after Stripe mad
   --input "$(bin/claimsctl receipt approve claim-0043 --key "$KEYS/adjuster-17.key" 2>/dev/null)" | sed 's/^/    /'
 bin/claimsctl wait --closed --timeout 120s claim-0043 >/dev/null
 
-say "claim-0044: nobody answers; it escalates to supervisors, then expires"
+say "claim-0044: nobody answers; it escalates to supervisors, then is held for one, overdue"
+for _ in $(seq 1 300); do
+  "$TEMPORAL" workflow query --workflow-id claim-0044 --name status -o json 2>/dev/null | grep -q '"overdue_at"' && break
+  sleep 0.2
+done
+echo "    Silence never denies a claim under California's rules (docs/law.md): the claimant was sent an"
+echo "    acknowledgment, and the claim waits for a person. supervisor-3 rejects it, with a reason:"
+"$TEMPORAL" workflow signal --workflow-id claim-0044 --name reject \
+  --input "$(bin/claimsctl receipt reject claim-0044 --key "$KEYS/supervisor-3.key" --reason 'the damage predates the policy' 2>/dev/null)" | sed 's/^/    /'
 bin/claimsctl wait --closed --timeout 120s claim-0044 >/dev/null
 
 say "What happened, read from each claim's event history"
 bin/claimsctl show claim-0042 claim-0043 claim-0044
-echo "    Messages in the mail spool $MAIL_SPOOL (claimant notices, reminder, escalation): $(ls "$MAIL_SPOOL" | grep -c '\.eml$')"
+echo "    Messages in the mail spool $MAIL_SPOOL (letters to claimants, reminder, escalation, overdue): $(ls "$MAIL_SPOOL" | grep -c '\.eml$')"
 
 say "Each closed claim left a claim file; the ledger key signs a checkpoint of their log"
 bin/claimsctl checkpoint | sed -n 's/^checkpoint/    checkpoint/p'

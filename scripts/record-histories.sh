@@ -57,7 +57,10 @@ start approved 1840.00
 start approved-update 1840.00
 start rejected 1840.00
 start amended 1840.00
-start expired 2500.00 --approval-ttl 2s --escalation-ttl 2s
+# Nobody answers: under the law (pol-1001 is California's) the wait is
+# escalated, then held for a supervisor, overdue, never denied by silence;
+# a supervisor then approves one and rejects the other.
+start held 2500.00 --approval-ttl 2s --escalation-ttl 2s
 # Long enough that the worker's restarts are over before the reminder: each
 # deadline is reached by its timer, and the notices run local in its task.
 start escalated 2500.00 --approval-ttl 16s --escalation-ttl 2s
@@ -107,8 +110,19 @@ done
 bin/claimsctl wait --status waiting --timeout 1m "$(id amended)" >/dev/null
 signal amended approve "$(receipt approve amended adjuster-9)"
 signal amended approve "$(receipt approve amended adjuster-17)"
+overdue() { # name: wait until the run says its wait is overdue
+  for _ in $(seq 1 300); do
+    "$TEMPORAL" workflow query --workflow-id "$(id "$1")" --name status -o json 2>/dev/null | grep -q '"overdue_at"' && return
+    sleep 0.2
+  done
+  echo "record-histories: $(id "$1") never became overdue" >&2; exit 1
+}
+overdue held
+signal held approve "$(receipt approve held supervisor-3)"
+overdue escalated
+signal escalated reject "$(receipt reject escalated supervisor-3 --reason 'the damage predates the policy')"
 
-for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended expired escalated capped \
+for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended held escalated capped \
   four-eyes lowered refused frequent unregistered loosened handed-on withdrawn; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"

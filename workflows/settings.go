@@ -117,8 +117,8 @@ func policySettings(p insurer.Rules, o Options, currency string) (settings, erro
 	}
 	switch f := o.Approval.FinalOutcome; f {
 	case "":
-	case approvals.Reject:
-		s.approval.FinalOutcome = approvals.Reject
+	case approvals.Reject, approvals.Hold:
+		s.approval.FinalOutcome = f
 	case approvals.Approve:
 		if p.FinalOutcome != string(approvals.Approve) {
 			looser("approval.final_outcome", f, "reject")

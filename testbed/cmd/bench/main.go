@@ -586,6 +586,9 @@ func (e *env) spawnClaimsWorker(name string, extraEnv ...string) (*proc, error) 
 		"STRIPE_API_BASE=" + e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 		"CLAIMS_DB=" + filepath.Join(e.dir, "claims.db"), "MAIL_SPOOL=" + filepath.Join(e.dir, "mail"),
 		"METRICS_ADDR=" + addr, "BLOB_URL=" + e.blobURL(), "APPROVERS_FILE=" + e.approversFile(),
+		// The bench measures the engine: claims under no jurisdiction's
+		// rules, whose unanswered waits expire (docs/law.md).
+		"JURISDICTION_RULES_FILE=none", "FINAL_OUTCOME=reject",
 	}, extraEnv...))
 	if err != nil {
 		return nil, err

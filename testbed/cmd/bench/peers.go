@@ -946,6 +946,8 @@ func (d *dcEngine) start(ctx context.Context, crash string) error {
 				"STRIPE_API_BASE="+e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
 				"CLAIMS_DB="+d.claimsDB, "MAIL_SPOOL="+filepath.Join(d.w.dir, d.label+"-mail"),
 				"BLOB_URL="+e.blobURL(), "APPROVERS_FILE="+e.approversFile(), "CLAIMS_TASK_QUEUE="+d.queue,
+				// The same claim as the peers': no jurisdiction's letters.
+				"JURISDICTION_RULES_FILE=none", "FINAL_OUTCOME=reject",
 				"MODEL_PROVIDER=openai", "MODEL_BASE_URL="+d.w.modelURL, "MODEL_NAME=sim", "MODEL_API_KEY=sk-sim")
 			return cmd
 		}}

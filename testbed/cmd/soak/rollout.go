@@ -315,6 +315,9 @@ func (s *soak) workerEnv() []string {
 		"CLAIMS_DB=" + s.claimsDB, "MAIL_SPOOL=" + filepath.Join(s.dir, "mail"),
 		"LOG_LEVEL=" + s.o.WorkerLogLevel, "BLOB_URL=" + s.blobURL,
 		"APPROVERS_FILE=" + s.approversFile(),
+		// The soaks kill processes under claims that expire unanswered:
+		// no jurisdiction's rules (docs/law.md).
+		"JURISDICTION_RULES_FILE=none", "FINAL_OUTCOME=reject",
 	}, auth...)...)
 }
 
