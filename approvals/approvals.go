@@ -1,21 +1,16 @@
 // Package approvals parks a workflow until a human decides: the approval
-// request and its hash, the decision and who made it, the rules a decision
-// must pass, the TTL and escalation policy, and the workflow-side wait. Any
-// workflow can use it; nothing here knows about claims beyond the request.
+// request and its hash, the decision and who made it, and its signed
+// receipt (their records are package decision's, named here as
+// approvals'), the rules a decision must pass, the TTL and escalation
+// policy, and the workflow-side wait. Any workflow can use it; nothing
+// here knows about claims beyond the request.
 //
 // Waiting is a state, not a thread: the wait is a durable timer and a signal
 // channel in the workflow's history. No activity, goroutine or worker slot is
 // held, and the worker may come and go while a claim waits for days.
 package approvals
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"time"
-
-	"github.com/durableclaims/durableclaims/internal/claim"
-)
+import "time"
 
 // Names used by runbooks, `temporal workflow signal` and
 // `temporal workflow update execute`.
@@ -31,63 +26,6 @@ const (
 	// workflow reads the store.
 	SignalChanged = "changed"
 )
-
-// Verdict is what a decision says.
-type Verdict string
-
-const (
-	Approve Verdict = "approve"
-	Reject  Verdict = "reject"
-	// Handoff hands the request to a named colleague (the receipt's
-	// assign_to): recorded, the wait goes on, the deadline keeps running.
-	// Only the decide update carries it.
-	Handoff Verdict = "handoff"
-	// Hold is a final outcome only: when nobody decided by the second
-	// deadline the wait stays open for the supervisors, flagged overdue
-	// (Hooks.Overdue), until a person decides or the run's age cap ends it.
-	// Where a regulator's clock runs, silence may not deny a claim.
-	Hold Verdict = "hold"
-)
-
-// Stage is where a wait is: with the adjusters, or escalated to supervisors.
-type Stage string
-
-const (
-	StageWaiting   Stage = "waiting"
-	StageEscalated Stage = "escalated"
-)
-
-// Request is what the approver is asked to decide. Its canonical JSON (the
-// struct's fields in declaration order, no HTML escaping surprises: plain
-// encoding/json) is hashed; a decision may cite the hash to prove which
-// request it saw.
-type Request struct {
-	ClaimID     string         `json:"claim_id"`
-	Payee       string         `json:"payee"`
-	PayeeName   string         `json:"payee_name"`
-	AmountMinor int64          `json:"amount_minor"`
-	Amount      string         `json:"amount"`
-	Currency    string         `json:"currency"`
-	Rationale   string         `json:"rationale"`
-	Coverage    claim.Coverage `json:"coverage"`
-	// Reasons says why a human is needed (over the threshold, fraud signals).
-	Reasons []string `json:"reasons"`
-}
-
-// Canonical is the exact document the hash covers.
-func (r Request) Canonical() []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // only plain fields: cannot fail
-	}
-	return b
-}
-
-// SHA256 is the hex SHA-256 of Canonical.
-func (r Request) SHA256() string {
-	sum := sha256.Sum256(r.Canonical())
-	return hex.EncodeToString(sum[:])
-}
 
 // Input is the payload of the approve and reject signals: a signed decision
 // receipt, {"receipt":"eyJ…"} (see Receipt; `claimsctl receipt` issues one).
@@ -120,76 +58,6 @@ type DecideInput struct {
 // Input is the decision's common part.
 func (d DecideInput) Input() Input {
 	return Input{Receipt: d.Receipt, Approver: d.Approver, Note: d.Note, Reason: d.Reason, PayloadSHA256: d.PayloadSHA256}
-}
-
-// Decision is an accepted decision, with the request the approver was shown.
-type Decision struct {
-	Verdict       Verdict   `json:"verdict"`
-	Approver      string    `json:"approver"`
-	Role          string    `json:"role,omitempty"`
-	Note          string    `json:"note,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	Channel       string    `json:"channel"`
-	Stage         Stage     `json:"stage"`
-	DecidedAt     time.Time `json:"decided_at"`
-	Request       Request   `json:"request"`
-	RequestSHA256 string    `json:"request_sha256"`
-	// HashBound is true when the decision cited the request's hash; a
-	// decision without one is accepted from the CLI, and the audit says so.
-	HashBound bool `json:"hash_bound"`
-	// AmountMinor is the payout the decision approves: the request's, or
-	// less when the approver lowered it. Approved is then the request as
-	// approved (the lower amount, the approver's reason) and ApprovedSHA256
-	// its hash.
-	AmountMinor    int64    `json:"amount_minor,omitempty"`
-	Approved       *Request `json:"approved,omitempty"`
-	ApprovedSHA256 string   `json:"approved_sha256,omitempty"`
-	// Proof says what proved the approver: ProofReceipt (a signed receipt,
-	// kept in Receipt so anyone can verify it again), ProofUnauthenticated
-	// (a plain decision accepted under the development switch), or empty
-	// for runs started before receipts.
-	Proof     string `json:"proof,omitempty"`
-	KeyID     string `json:"kid,omitempty"`
-	VouchedBy string `json:"vouched_by,omitempty"`
-	ReceiptID string `json:"jti,omitempty"`
-	Receipt   string `json:"receipt,omitempty"`
-	// BuildID is the build of the worker that processed the workflow task
-	// the decision was accepted in, and PolicyVersion the version of the
-	// insurer's policy the run follows (Gate.Stamp); empty for runs that
-	// recorded neither.
-	BuildID       string `json:"build_id,omitempty"`
-	PolicyVersion string `json:"policy_version,omitempty"`
-}
-
-// Proofs of a decision.
-const (
-	ProofReceipt         = "receipt"
-	ProofUnauthenticated = "unauthenticated"
-)
-
-// Attempt is one decision attempt, accepted or refused: the audit trail.
-// For a refused attempt, Approver is who it claimed to be.
-type Attempt struct {
-	At            time.Time `json:"at"`
-	Channel       string    `json:"channel"`
-	Name          string    `json:"name"`
-	Approver      string    `json:"approver,omitempty"`
-	Role          string    `json:"role,omitempty"`
-	Decision      Verdict   `json:"decision,omitempty"`
-	Reason        string    `json:"reason,omitempty"`
-	PayloadSHA256 string    `json:"payload_sha256,omitempty"`
-	KeyID         string    `json:"kid,omitempty"`
-	ReceiptID     string    `json:"jti,omitempty"`
-	Accepted      bool      `json:"accepted"`
-	// Code is the refusal's stable name (unsigned, unknown-key, expired…).
-	Code    string `json:"code,omitempty"`
-	Refusal string `json:"refusal,omitempty"`
-	// Payload is the raw payload, cut to 128 bytes, for refused attempts.
-	Payload string `json:"payload,omitempty"`
-	// BuildID and PolicyVersion: as Decision's, for the task that accepted
-	// or refused the attempt.
-	BuildID       string `json:"build_id,omitempty"`
-	PolicyVersion string `json:"policy_version,omitempty"`
 }
 
 // Policy is the declarative TTL and escalation policy of a wait:

@@ -78,7 +78,7 @@ func Listen(ctx workflow.Context) (*Gate, error) {
 			s.AddReceive(changed, func(c workflow.ReceiveChannel, _ bool) {
 				var ignored converter.RawValue
 				c.ReceiveAsync(&ignored)
-				if g.current != nil && g.current.open && g.hooks.Recheck != nil && g.rechecks < MaxRechecks {
+				if g.current != nil && g.current.Open() && g.hooks.Recheck != nil && g.rechecks < MaxRechecks {
 					g.recheck = true
 				}
 			})
@@ -230,13 +230,6 @@ func parse(raw converter.RawValue) (Input, string, error) {
 // maxShown bounds the raw payload a refused attempt keeps.
 const maxShown = 128
 
-func trim(s string) string {
-	if len(s) > 64 {
-		return strings.ToValidUTF8(s[:64], "") + "…"
-	}
-	return s
-}
-
 // trimText bounds free text kept in the trail.
 func trimText(s string) string {
 	if len(s) > 256 {
@@ -305,7 +298,7 @@ func (g *Gate) decide(ctx workflow.Context, at Attempt, v Verdict, in Input) (*D
 		d.AmountMinor = a.PayoutMinor()
 	}
 	a.Decision = &d
-	a.open = false
+	a.SetOpen(false)
 	workflow.GetLogger(ctx).Info("decision accepted", "channel", at.Channel, "approver", d.Approver, "verdict", d.Verdict, "proof", d.Proof)
 	return a.Decision, nil
 }

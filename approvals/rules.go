@@ -39,7 +39,7 @@ func (g *Gate) Check(v Verdict, in Input, now time.Time) (authority.Approver, er
 
 func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	a := g.current
-	if a == nil || !a.open {
+	if a == nil || !a.Open() {
 		return candidate{}, refuse(CodeNotWaiting, "claim is not waiting for a decision")
 	}
 	if g.wait.Trust == nil {

@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,6 +13,9 @@ import (
 // The rule book on its own (Gate.Check, rules.go's authorise), without a
 // workflow: a gate waiting on one request as Await opens it, decided by
 // receipts signed with the directory's keys.
+
+// now is when the rule book's gates open and decide.
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // ruleBook is a directory of approvers with their signing keys:
 // adjuster-17 (up to 5,000.00, with a second address and a payout account

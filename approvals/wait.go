@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -11,102 +10,6 @@ import (
 
 // The timeline: one wait for a decision, its reminder, its escalation and
 // its final outcome, on durable timers.
-
-// Approval is one wait: the request, where it stands, and how it ended.
-// The workflow's status query reports it as is.
-type Approval struct {
-	Request       Request   `json:"request"`
-	RequestSHA256 string    `json:"request_sha256"`
-	RequestedAt   time.Time `json:"requested_at"`
-	Stage         Stage     `json:"stage"`
-	Deadline      time.Time `json:"deadline"`
-	Reminded      bool      `json:"reminded,omitempty"`
-	Decision      *Decision `json:"decision,omitempty"`
-	// Expired: nobody decided by the second deadline; the policy's final
-	// outcome applied (a Decision by "policy" when it approves).
-	Expired bool `json:"expired,omitempty"`
-	// Capped: the run's age cap ended the wait first.
-	Capped bool `json:"capped,omitempty"`
-	// DueBy is a deadline outside the wait that its decision is due by (a
-	// regulator's decision clock), for whoever lists it; zero: none.
-	DueBy time.Time `json:"due_by,omitzero"`
-	// OverdueAt: nobody decided by the second deadline and the policy
-	// holds the wait open (FinalOutcome hold): when it became overdue.
-	OverdueAt time.Time `json:"overdue_at,omitzero"`
-	// Voided says why an accepted approval no longer holds (the claim
-	// changed while it waited).
-	Voided string `json:"voided,omitempty"`
-	// Interrupted: the wait ended before anyone decided, because the claim
-	// changed in the system of record (withdrawn, amended) while it waited;
-	// Voided says how. Nothing was decided.
-	Interrupted bool `json:"interrupted,omitempty"`
-	// Quorum is how many approvers must agree: 2 above the four-eyes
-	// threshold. Votes are the approvals accepted so far; the wait goes on
-	// until Quorum of them agree (a rejection ends it at once).
-	Quorum int        `json:"quorum,omitempty"`
-	Votes  []Decision `json:"votes,omitempty"`
-	// The wait's timeline, as planned when it opened: the reminder (zero
-	// when there is none), the escalation to supervisors, and the final
-	// outcome. Deadline is the current stage's.
-	RemindAt    time.Time `json:"remind_at,omitempty"`
-	EscalatesAt time.Time `json:"escalates_at,omitempty"`
-	ExpiresAt   time.Time `json:"expires_at,omitempty"`
-	// Handoffs record requests handed to a named colleague; the deadline
-	// keeps running.
-	Handoffs []HandedOn `json:"handoffs,omitempty"`
-	// Rev counts the changes of the run's waits (opened, a vote, a
-	// hand-off, escalated, ended) up to this one's last: what the approval
-	// queue orders the run's writes by (Hooks.OnChange).
-	Rev  int64 `json:"rev,omitempty"`
-	open bool
-}
-
-// Open says whether the wait still takes decisions.
-func (a *Approval) Open() bool { return a.open }
-
-// Listing is the wait as an inbox lists it: no decision, no receipts, each
-// vote by its approver only, and the rationale cut short.
-func (a *Approval) Listing() Approval {
-	l := *a
-	l.Decision = nil
-	l.Votes = nil
-	for _, v := range a.Votes {
-		l.Votes = append(l.Votes, Decision{Verdict: v.Verdict, Approver: v.Approver, Role: v.Role, DecidedAt: v.DecidedAt, AmountMinor: v.AmountMinor})
-	}
-	if len(l.Request.Rationale) > 512 {
-		l.Request.Rationale = strings.ToValidUTF8(l.Request.Rationale[:512], "") + "…"
-	}
-	return l
-}
-
-// HandedOn records an approver handing the request to a named colleague.
-type HandedOn struct {
-	From      string    `json:"from"`
-	To        string    `json:"to"`
-	Note      string    `json:"note,omitempty"`
-	At        time.Time `json:"at"`
-	ReceiptID string    `json:"jti"`
-}
-
-// AssignedTo is who the request was last handed to, if anyone.
-func (a *Approval) AssignedTo() string {
-	if n := len(a.Handoffs); n > 0 {
-		return a.Handoffs[n-1].To
-	}
-	return ""
-}
-
-// PayoutMinor is what the approval lets the run pay: the least amount any
-// of its approvers approved (an approver may lower it, never raise it).
-func (a *Approval) PayoutMinor() int64 {
-	amount := a.Request.AmountMinor
-	for _, v := range a.Votes {
-		if v.AmountMinor > 0 && v.AmountMinor < amount {
-			amount = v.AmountMinor
-		}
-	}
-	return amount
-}
 
 // Wait is what Await needs to know.
 type Wait struct {
@@ -199,7 +102,7 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 	g.current, g.wait, g.hooks, g.rechecks, g.recheck, g.changed = a, w, hooks, 0, false, false
 	g.past = append(g.past, a)
 	err := g.await(ctx, a, w, pol, hooks)
-	a.open = false
+	a.SetOpen(false)
 	if err == nil {
 		g.change(ctx, a)
 	}
@@ -211,7 +114,8 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 // quorum, two above the four-eyes threshold.
 func opened(w Wait, pol Policy, now time.Time, remind bool) *Approval {
 	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
-		Stage: StageWaiting, Deadline: now.Add(pol.TTL), DueBy: w.DueBy, open: true}
+		Stage: StageWaiting, Deadline: now.Add(pol.TTL), DueBy: w.DueBy}
+	a.SetOpen(true)
 	a.EscalatesAt, a.ExpiresAt = a.Deadline, a.Deadline.Add(pol.EscalationTTL)
 	if pol.ReminderAt < 1 && remind {
 		a.RemindAt = now.Add(time.Duration(float64(pol.TTL) * pol.ReminderAt))

@@ -14,23 +14,23 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
-	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/decision"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
 // Record is the part of the workflow's audit record a verifier reads.
 type Record struct {
-	ClaimID     string                `json:"claim_id"`
-	Outcome     string                `json:"outcome"`
-	Reason      string                `json:"reason,omitempty"`
-	PayoutMinor int64                 `json:"payout_minor"`
-	Currency    string                `json:"currency"`
-	TransferID  string                `json:"transfer_id,omitempty"`
-	Coverage    claim.Coverage        `json:"coverage"`
-	Approvals   []*approvals.Approval `json:"approvals,omitempty"`
-	ClosedAt    time.Time             `json:"closed_at"`
+	ClaimID     string               `json:"claim_id"`
+	Outcome     string               `json:"outcome"`
+	Reason      string               `json:"reason,omitempty"`
+	PayoutMinor int64                `json:"payout_minor"`
+	Currency    string               `json:"currency"`
+	TransferID  string               `json:"transfer_id,omitempty"`
+	Coverage    claim.Coverage       `json:"coverage"`
+	Approvals   []*decision.Approval `json:"approvals,omitempty"`
+	ClosedAt    time.Time            `json:"closed_at"`
 	// What made the decisions (runs from the claim workflow's
 	// versionProvenance on; absent before): the policy version, each model
 	// answer's prompt version and build, and what decided the outcome.
@@ -194,16 +194,16 @@ func (f File) Check() Problems {
 		ps.add("claim-file.json record", "is for %s (%s), the file says %s (%s)", rec.ClaimID, rec.Outcome, f.ClaimID, f.Outcome)
 	}
 	book := f.book()
-	var approvedBy []approvals.Decision
+	var approvedBy []decision.Decision
 	for i, a := range rec.Approvals {
-		decisions := append([]approvals.Decision{}, a.Votes...)
-		if a.Decision != nil && !slices.ContainsFunc(decisions, func(d approvals.Decision) bool { return d.ReceiptID != "" && d.ReceiptID == a.Decision.ReceiptID }) {
+		decisions := append([]decision.Decision{}, a.Votes...)
+		if a.Decision != nil && !slices.ContainsFunc(decisions, func(d decision.Decision) bool { return d.ReceiptID != "" && d.ReceiptID == a.Decision.ReceiptID }) {
 			decisions = append(decisions, *a.Decision)
 		}
 		for _, d := range decisions {
 			where := fmt.Sprintf("record approvals[%d] %s by %s", i, d.Verdict, d.Approver)
 			ps = append(ps, f.checkDecision(where, book, d)...)
-			if a.Voided == "" && d.Verdict == approvals.Approve && d.Proof == approvals.ProofReceipt {
+			if a.Voided == "" && d.Verdict == decision.Approve && d.Proof == decision.ProofReceipt {
 				approvedBy = append(approvedBy, d)
 			}
 		}
@@ -332,25 +332,25 @@ func (f File) book() authority.Book {
 // checkDecision verifies one accepted decision's receipt: signed by a key
 // the file lists (as the directory held it), for this claim, for the very
 // request recorded beside it, by the approver recorded.
-func (f File) checkDecision(where string, book authority.Book, d approvals.Decision) Problems {
+func (f File) checkDecision(where string, book authority.Book, d decision.Decision) Problems {
 	var ps Problems
 	if got := d.Request.SHA256(); got != d.RequestSHA256 {
 		ps.add(where, "the request recorded hashes to %s, the decision says %s", short(got), short(d.RequestSHA256))
 	}
-	if d.Proof != approvals.ProofReceipt {
+	if d.Proof != decision.ProofReceipt {
 		if d.Approver != "policy" {
 			ps.add(where, "was accepted without a signed receipt (proof %q)", d.Proof)
 		}
 		return ps
 	}
-	_, peek, ok := approvals.PeekReceipt(d.Receipt)
+	_, peek, ok := decision.PeekReceipt(d.Receipt)
 	if !ok {
 		ps.add(where, "its receipt is not a receipt")
 		return ps
 	}
-	v, err := approvals.VerifyReceipt(d.Receipt, book, peek.Audience, time.Unix(peek.IssuedAt, 0), time.Duration(math.MaxInt64))
+	v, err := decision.VerifyReceipt(d.Receipt, book, peek.Audience, time.Unix(peek.IssuedAt, 0), time.Duration(math.MaxInt64))
 	if err != nil {
-		ps.add(where, "receipt %s: %s", short(peek.ID), approvals.RefusalMessage(err))
+		ps.add(where, "receipt %s: %s", short(peek.ID), decision.RefusalMessage(err))
 		return ps
 	}
 	r := v.Receipt
@@ -376,7 +376,7 @@ func (f File) checkDecision(where string, book authority.Book, d approvals.Decis
 // request named, within the coverage; above the auto-approve limit it was
 // approved by as many receipts as the request's quorum, each for at least
 // the payout; a claim not paid moved no money.
-func (f File) checkPayment(rec Record, approvedBy []approvals.Decision) Problems {
+func (f File) checkPayment(rec Record, approvedBy []decision.Decision) Problems {
 	var ps Problems
 	if rec.Outcome == "dead-lettered" {
 		return ps // stopped mid-way: what it paid, if anything, is in record.transfer_id and the dead letter's unknown effects
@@ -417,11 +417,11 @@ func (f File) checkPayment(rec Record, approvedBy []approvals.Decision) Problems
 	if err != nil || rec.PayoutMinor <= limit {
 		return ps
 	}
-	var last *approvals.Approval
+	var last *decision.Approval
 	if n := len(rec.Approvals); n > 0 {
 		last = rec.Approvals[n-1]
 	}
-	if last == nil || last.Decision == nil || last.Decision.Verdict != approvals.Approve {
+	if last == nil || last.Decision == nil || last.Decision.Verdict != decision.Approve {
 		ps.add("record approvals", "a payout of %d is above the auto-approve limit %s and no approval decided it", rec.PayoutMinor, rules.AutoApproveLimit)
 		return ps
 	}

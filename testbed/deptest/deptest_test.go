@@ -24,10 +24,6 @@ func layer(pkg string) (int, string) {
 	switch {
 	case p == "whatif", p == "story":
 		return 5, "the readers of recorded runs (story tells a run, whatif replays claims under the workflow's rules)"
-	case p == "internal/claimfile":
-		return 3, "internal/claimfile (the claim file: verifies approvals' receipts; activities write it)"
-	case p == "internal/letters":
-		return 1, "internal/letters (claimants' letters: renders the claim's facts, above internal/claim)"
 	case strings.HasPrefix(p, "internal/"), p == "deploy/httpcheck":
 		return 0, "the domain (internal/)"
 	case p == "model":

@@ -1,4 +1,4 @@
-package approvals
+package decision
 
 import (
 	"encoding/base64"

@@ -1,4 +1,4 @@
-package approvals
+package decision
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -157,8 +158,18 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Msg }
 
-func refuse(code, format string, args ...any) *Refusal {
+// Refuse is a refusal with its code and sentence.
+func Refuse(code, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Shown is a name or ID from a decision as a refusal or the trail shows
+// it: at most 64 bytes of it.
+func Shown(s string) string {
+	if len(s) > 64 {
+		return strings.ToValidUTF8(s[:64], "") + "…"
+	}
+	return s
 }
 
 // RefusalCode is the code of a refusal error, or "" for another error: a
@@ -216,63 +227,63 @@ func VerifyReceipt(token string, book authority.Book, audience string, now time.
 		audience = ReceiptAudience
 	}
 	if len(token) > MaxReceiptBytes {
-		return Verified{}, refuse(CodeTooLarge, "receipt is %d bytes, more than %d", len(token), MaxReceiptBytes)
+		return Verified{}, Refuse(CodeTooLarge, "receipt is %d bytes, more than %d", len(token), MaxReceiptBytes)
 	}
 	jws, err := jose.ParseSignedCompact(token, receiptAlgs)
 	if err != nil {
-		return Verified{}, refuse(CodeMalformed, "receipt is not a compact EdDSA JWS: %v", err)
+		return Verified{}, Refuse(CodeMalformed, "receipt is not a compact EdDSA JWS: %v", err)
 	}
 	if len(jws.Signatures) != 1 {
-		return Verified{}, refuse(CodeMalformed, "receipt has %d signatures, want 1", len(jws.Signatures))
+		return Verified{}, Refuse(CodeMalformed, "receipt has %d signatures, want 1", len(jws.Signatures))
 	}
 	h := jws.Signatures[0].Protected
 	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != ReceiptType {
-		return Verified{}, refuse(CodeMalformed, "receipt typ is %q, want %q", typ, ReceiptType)
+		return Verified{}, Refuse(CodeMalformed, "receipt typ is %q, want %q", typ, ReceiptType)
 	}
 	signer, ok := book.Signer(h.KeyID)
 	if !ok {
-		return Verified{}, refuse(CodeUnknownKey, "receipt is signed by key %q, which the approver directory does not list", trim(h.KeyID))
+		return Verified{}, Refuse(CodeUnknownKey, "receipt is signed by key %q, which the approver directory does not list", Shown(h.KeyID))
 	}
 	payload, err := jws.Verify(ed25519.PublicKey(signer.Key.PublicKey))
 	if err != nil {
-		return Verified{}, refuse(CodeBadSignature, "receipt signature does not verify with key %s", signer.Key.ID)
+		return Verified{}, Refuse(CodeBadSignature, "receipt signature does not verify with key %s", signer.Key.ID)
 	}
 	var r Receipt
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Verified{}, refuse(CodeMalformed, "receipt payload: %v", err)
+		return Verified{}, Refuse(CodeMalformed, "receipt payload: %v", err)
 	}
 	switch {
 	case r.Audience != audience:
-		return Verified{}, refuse(CodeWrongAudience, "receipt audience is %q, this claim's is %q: it was signed for another namespace or deployment",
-			trim(r.Audience), audience)
+		return Verified{}, Refuse(CodeWrongAudience, "receipt audience is %q, this claim's is %q: it was signed for another namespace or deployment",
+			Shown(r.Audience), audience)
 	case r.Subject == "":
-		return Verified{}, refuse(CodeMalformed, "receipt names no approver (sub)")
+		return Verified{}, Refuse(CodeMalformed, "receipt names no approver (sub)")
 	case !jtiPattern.MatchString(r.ID):
-		return Verified{}, refuse(CodeMalformed, "receipt jti must be 8 to 128 letters, digits, '.', '_' or '-'")
+		return Verified{}, Refuse(CodeMalformed, "receipt jti must be 8 to 128 letters, digits, '.', '_' or '-'")
 	case !fullHash.MatchString(r.RequestSHA256):
-		return Verified{}, refuse(CodeMalformed, "receipt request_sha256 must be the full 64 lowercase hex digits of the request shown")
+		return Verified{}, Refuse(CodeMalformed, "receipt request_sha256 must be the full 64 lowercase hex digits of the request shown")
 	case r.Verdict != Approve && r.Verdict != Reject && r.Verdict != Handoff:
-		return Verified{}, refuse(CodeMalformed, "receipt verdict must be %q, %q or %q", Approve, Reject, Handoff)
+		return Verified{}, Refuse(CodeMalformed, "receipt verdict must be %q, %q or %q", Approve, Reject, Handoff)
 	case (r.Verdict == Handoff) != (r.AssignTo != ""):
-		return Verified{}, refuse(CodeMalformed, "a hand-off, and only a hand-off, names whom it hands the request to (assign_to)")
+		return Verified{}, Refuse(CodeMalformed, "a hand-off, and only a hand-off, names whom it hands the request to (assign_to)")
 	case len(r.Reason) > MaxTextBytes || len(r.Note) > MaxTextBytes:
-		return Verified{}, refuse(CodeTooLarge, "receipt reason and note may be at most %d bytes each", MaxTextBytes)
+		return Verified{}, Refuse(CodeTooLarge, "receipt reason and note may be at most %d bytes each", MaxTextBytes)
 	case signer.Approver != "" && signer.Approver != r.Subject:
-		return Verified{}, refuse(CodeNotVouched, "receipt for %s is signed with %s's own key %s: an approver's key signs only their own decisions",
-			trim(r.Subject), signer.Approver, signer.Key.ID)
+		return Verified{}, Refuse(CodeNotVouched, "receipt for %s is signed with %s's own key %s: an approver's key signs only their own decisions",
+			Shown(r.Subject), signer.Approver, signer.Key.ID)
 	}
 	iat, exp := time.Unix(r.IssuedAt, 0), time.Unix(r.Expiry, 0)
 	switch {
 	case r.IssuedAt <= 0 || r.Expiry <= r.IssuedAt:
-		return Verified{}, refuse(CodeMalformed, "receipt needs iat and a later exp")
+		return Verified{}, Refuse(CodeMalformed, "receipt needs iat and a later exp")
 	case exp.Sub(iat) > maxTTL:
-		return Verified{}, refuse(CodeTooLongLived, "receipt is valid for %s, longer than the policy's %s", exp.Sub(iat), maxTTL)
+		return Verified{}, Refuse(CodeTooLongLived, "receipt is valid for %s, longer than the policy's %s", exp.Sub(iat), maxTTL)
 	case now.Add(receiptLeeway).Before(iat):
-		return Verified{}, refuse(CodeNotYetValid, "receipt was issued at %s, in the future", iat.UTC().Format(time.RFC3339))
+		return Verified{}, Refuse(CodeNotYetValid, "receipt was issued at %s, in the future", iat.UTC().Format(time.RFC3339))
 	case !now.Before(exp.Add(receiptLeeway)):
-		return Verified{}, refuse(CodeExpired, "receipt expired at %s", exp.UTC().Format(time.RFC3339))
+		return Verified{}, Refuse(CodeExpired, "receipt expired at %s", exp.UTC().Format(time.RFC3339))
 	}
 	return Verified{Receipt: r, Signer: signer}, nil
 }
