@@ -27,8 +27,10 @@ type Wait struct {
 	// Excluded lists approvers who may not decide this request: whoever
 	// amended the claim does not approve it.
 	Excluded []string
-	// DueBy is the decision's deadline outside the wait (Approval.DueBy).
-	DueBy time.Time
+	// DueBy is the decision's deadline outside the wait, and DueUnder what
+	// sets it (Approval.DueBy, Approval.DueUnder).
+	DueBy    time.Time
+	DueUnder string
 	// Trust is how decisions are proven: signed receipts. Nil keeps the
 	// rules of runs started before receipts (a plain approver name).
 	Trust *Trust
@@ -114,7 +116,7 @@ func (g *Gate) Await(ctx workflow.Context, w Wait, hooks Hooks) (*Approval, erro
 // quorum, two above the four-eyes threshold.
 func opened(w Wait, pol Policy, now time.Time, remind bool) *Approval {
 	a := &Approval{Request: w.Request, RequestSHA256: w.Request.SHA256(), RequestedAt: now,
-		Stage: StageWaiting, Deadline: now.Add(pol.TTL), DueBy: w.DueBy}
+		Stage: StageWaiting, Deadline: now.Add(pol.TTL), DueBy: w.DueBy, DueUnder: w.DueUnder}
 	a.SetOpen(true)
 	a.EscalatesAt, a.ExpiresAt = a.Deadline, a.Deadline.Add(pol.EscalationTTL)
 	if pol.ReminderAt < 1 && remind {

@@ -15,6 +15,8 @@
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
 //	claimsctl checkpoint | verify CLAIM… | verify --all | verify --bundle DIR | export CLAIM --out DIR   claim files
 //	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
+//	claimsctl exam --from YYYY-MM-DD --to YYYY-MM-DD [--json]   the market-conduct report, from the claim files
+//	claimsctl deadlines [--within 72h] [--json]   waiting claims against their statutory decision clock
 package main
 
 import (
@@ -71,6 +73,12 @@ const usage = `usage:
   claimsctl checkpoint   sign and publish the claim-file log's checkpoint now (LEDGER_KEY)
   claimsctl verify CLAIM... | --all [--json]   claim files against the store, the log and its checkpoints; exit 3 if any does not verify
   claimsctl verify --bundle DIR [--ledger-pub FILE]   an exported claim file, offline: nothing but the bundle and the key
+  claimsctl exam --from YYYY-MM-DD --to YYYY-MM-DD [--jurisdiction US-CA] [--json]
+                                the market-conduct report of claims closed in the window, from their claim files:
+                                each date, every clock against its limit (days elapsed), letters, breaches (CSV, or
+                                a JSON object per line; docs/law.md)
+  claimsctl deadlines [--within 72h] [--json]   claims waiting for a person against their statutory decision
+                                clock, soonest first, by jurisdiction and adjuster; exit 3 if any is past due
   claimsctl export CLAIM --out DIR   the bundle an auditor receives: claim file, proof, checkpoint, ledger key, documents
   claimsctl revoke-key --directory approvers.json KID   remove a key: what it signed no longer pays
   claimsctl temporal-auth --dir DIR [--namespace default] [--life 2160h]
@@ -88,7 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	// Commands that need no further argument; the rest need a claim or a subcommand.
-	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true, "checkpoint": true, "replay-check": true}
+	noArgs := map[string]bool{"reconcile": true, "schedule": true, "list": true, "stuck": true, "checkpoint": true, "replay-check": true,
+		"exam": true, "deadlines": true}
 	if len(args) > 0 && (args[0] == "keygen" || args[0] == "revoke-key" || args[0] == "temporal-auth") {
 		f := keygen
 		switch args[0] {
@@ -143,6 +152,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = checkpoint(ctx, stdout)
 	case "export":
 		err = export(ctx, args[1:], stdout)
+	case "exam":
+		err = exam(ctx, args[1:], stdout)
+	case "deadlines":
+		var code int
+		if code, err = deadlines(ctx, args[1:], stdout); err == nil && code != 0 {
+			return code
+		}
 	case "verify":
 		var code int
 		if code, err = verify(ctx, args[1:], stdout); err == nil && code != 0 {

@@ -104,6 +104,9 @@ func (f format) UTC(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04 UTC")
 }
 
+// Past says whether t has passed.
+func (f format) Past(t time.Time) bool { return !t.IsZero() && !t.After(f.now()) }
+
 // Left says how long until t, or how long ago it passed.
 func (f format) Left(t time.Time) string {
 	if t.IsZero() {

@@ -97,7 +97,7 @@ func (l *lawRun) shape(w *approvals.Wait, now time.Time) {
 	if due.IsZero() {
 		return
 	}
-	w.DueBy = due
+	w.DueBy, w.DueUnder = due, l.recorded.Code
 	left := due.Sub(now)
 	if left <= 0 {
 		return

@@ -163,6 +163,8 @@ type Approval struct {
 	// DueBy is a deadline outside the wait that its decision is due by (a
 	// regulator's decision clock), for whoever lists it; zero: none.
 	DueBy time.Time `json:"due_by,omitzero"`
+	// DueUnder names what sets DueBy (a jurisdiction: US-CA).
+	DueUnder string `json:"due_under,omitempty"`
 	// OverdueAt: nobody decided by the second deadline and the policy
 	// holds the wait open (FinalOutcome hold): when it became overdue.
 	OverdueAt time.Time `json:"overdue_at,omitzero"`

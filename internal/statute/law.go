@@ -73,6 +73,21 @@ func (l Law) Due(c Clock, from time.Time) time.Time {
 	return time.Date(d.y, d.m, d.d+1, 0, 0, 0, 0, l.location)
 }
 
+// Elapsed counts the days of unit u from the day of from to the day of to,
+// as Due counts them (the day of from itself does not count): the figure
+// an examiner sets against a clock's limit. Negative spans count 0.
+func (l Law) Elapsed(u Unit, from, to time.Time) int {
+	d, end := dateOf(from.In(l.location)), dateOf(to.In(l.location))
+	n := 0
+	for d.before(end) {
+		d = d.add(1)
+		if u != BusinessDays || l.businessDate(d) {
+			n++
+		}
+	}
+	return n
+}
+
 // Events are what happened to a claim, as its workflow recorded them.
 type Events struct {
 	NoticeAt                                                     time.Time
@@ -265,6 +280,10 @@ func dateOf(t time.Time) civil { y, m, d := t.Date(); return civil{y, m, d} }
 
 func (c civil) add(days int) civil {
 	return dateOf(time.Date(c.y, c.m, c.d+days, 12, 0, 0, 0, time.UTC))
+}
+
+func (c civil) before(o civil) bool {
+	return time.Date(c.y, c.m, c.d, 0, 0, 0, 0, time.UTC).Before(time.Date(o.y, o.m, o.d, 0, 0, 0, 0, time.UTC))
 }
 
 func (c civil) weekday() time.Weekday {

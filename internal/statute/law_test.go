@@ -438,3 +438,30 @@ func quote(t *testing.T, s string) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// Elapsed counts as Due does: a clock met just before its due instant has
+// elapsed exactly its limit, in its unit.
+func TestElapsed(t *testing.T) {
+	for _, tc := range []struct {
+		name, code string
+		unit       Unit
+		from, to   string
+		want       int
+	}{
+		{"same day", "US-CA", CalendarDays, "2026-06-01 10:00", "2026-06-01 23:00", 0},
+		{"next day", "US-CA", CalendarDays, "2026-06-01 23:59", "2026-06-02 00:01", 1},
+		{"business days skip the weekend", "US-TX", BusinessDays, "2026-06-05 09:00", "2026-06-08 09:00", 1},
+		{"Texas Christmas week", "US-TX", BusinessDays, "2026-12-22 16:00", "2026-12-31 12:00", 5},
+		{"backwards is nothing", "US-CA", CalendarDays, "2026-06-02 10:00", "2026-06-01 10:00", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := lawOf(t, tc.code)
+			assert.Equal(t, tc.want, l.Elapsed(tc.unit, local(t, l, tc.from), local(t, l, tc.to)))
+		})
+	}
+	// Met on the last moment before Due: exactly the limit.
+	tx := lawOf(t, "US-TX")
+	j := tx.Jurisdiction()
+	from := local(t, tx, "2026-11-16 09:00")
+	assert.Equal(t, j.Decide.Days, tx.Elapsed(j.Decide.Unit, from, tx.Due(j.Decide, from).Add(-time.Minute)))
+}
