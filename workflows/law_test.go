@@ -92,9 +92,10 @@ func (s *ClaimSuite) TestLawHoldsAnUnansweredClaimForAPerson() {
 }
 
 // Nobody decides a California claim for 45 days: a status letter goes out
-// before the decision is due, the run keeps holding it for a person, and
-// the breach of the 40-day decision clock is recorded, not silent.
-func (s *ClaimSuite) TestLawRecordsABreach() {
+// a day before the 40-day decision is due, and California lets letters
+// sent on time defer the decision (10 CCR §2695.7(c)(1)): decided on day
+// 45, before the next letter was due, the claim is in time.
+func (s *ClaimSuite) TestLawTimelyLettersDeferTheDecision() {
 	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
 	law := s.underLaw("US-CA", start)
 	s.approve(45*day, "supervisor-3", nil)
@@ -102,15 +103,38 @@ func (s *ClaimSuite) TestLawRecordsABreach() {
 
 	s.Equal(StatusPaid, s.result().Status)
 	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Status, letters.Approval}, s.letterKinds())
-	due := law.Due(law.Jurisdiction().Decide, start)
-	s.True(due.Add(-statusLead).Equal(s.calls.letters[1].SentAt), "the status letter a day before the decision is due")
+	j := law.Jurisdiction()
+	letter := s.calls.letters[1].SentAt
+	s.True(law.Due(j.Decide, start).Add(-statusLead).Equal(letter), "the status letter a day before the decision is due")
+	rec := s.lawRecord()
+	s.Empty(rec.Breaches)
+	c := s.clock(rec, "decide")
+	s.False(c.Breached)
+	s.True(law.Due(*j.StatusEvery, letter).Equal(*c.DueAt), "deferred to when the next letter would be due")
+}
+
+// Florida's rules do not let letters defer: nobody decides a Florida claim
+// for 65 days; it is written to every 30 days meanwhile, held for a person,
+// and the breaches of the 60-day clocks (decide and pay) are recorded,
+// not silent.
+func (s *ClaimSuite) TestLawRecordsABreach() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	law := s.underLaw("US-FL", start)
+	s.approve(65*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-6", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status, "held for a person, and paid when one decided")
+	kinds := s.letterKinds()
+	s.Equal(letters.Acknowledgment, kinds[0])
+	s.Equal(letters.Approval, kinds[len(kinds)-1])
+	s.Equal([]letters.Kind{letters.Status, letters.Status}, kinds[1:len(kinds)-1], "a letter every 30 days")
 
 	rec := s.lawRecord()
-	s.Equal([]string{"decide"}, rec.Breaches)
+	s.Equal([]string{"decide", "pay"}, rec.Breaches, "Florida: pay or deny within 60 days of notice")
 	c := s.clock(rec, "decide")
 	s.True(c.Breached)
-	s.True(due.Equal(*c.DueAt))
-	s.True(start.Add(45 * day).Equal(*c.MetAt))
+	s.True(law.Due(law.Jurisdiction().Decide, start).Equal(*c.DueAt))
+	s.True(start.Add(65 * day).Equal(*c.MetAt))
 	s.False(s.clock(rec, "acknowledge").Breached)
 }
 

@@ -151,7 +151,45 @@ func (l Law) decide(e Events, now time.Time) ClockState {
 	if c, from, ok := l.extended(e, start); ok {
 		return l.state("decide", c, from, e.DecidedAt, now)
 	}
+	if c, from, ok := l.deferred(e, start); ok {
+		return l.state("decide", c, from, e.DecidedAt, now)
+	}
 	return l.state("decide", l.jurisdiction.Decide, start, e.DecidedAt, now)
+}
+
+// deferred is the decide clock where status letters sent on time defer the
+// decision (StatusDefers): the interval to the next letter, from the last
+// of an unbroken chain of letters each sent before it was due, the first
+// before the decision itself was due. False when there is no such chain.
+func (l Law) deferred(e Events, start *time.Time) (Clock, *time.Time, bool) {
+	j := l.jurisdiction
+	if !j.StatusDefers || j.StatusFirst == nil || j.StatusEvery == nil || start == nil {
+		return Clock{}, nil, false
+	}
+	statusStart := e.at(j.StatusFirst.Starts)
+	if statusStart == nil {
+		return Clock{}, nil, false
+	}
+	decideDue := l.Due(j.Decide, *start)
+	var last *time.Time
+	due := l.Due(*j.StatusFirst, *statusStart)
+	if decideDue.Before(due) {
+		due = decideDue
+	}
+	for _, letter := range e.letters(*statusStart) {
+		if !letter.Before(due) {
+			break // late: the chain ends, and the deferral with it
+		}
+		t := letter
+		last = &t
+		due = l.Due(*j.StatusEvery, letter)
+	}
+	if last == nil || !due.After(decideDue) {
+		return Clock{}, nil, false
+	}
+	c := *j.StatusEvery
+	c.Cite = "deferred by timely status letters: " + c.Cite
+	return c, last, true
 }
 
 // extended is the decide clock's extension and where it runs from, when the

@@ -226,6 +226,10 @@ func TestClocks(t *testing.T) {
 			// 40 days after proof of claim, then every 30 days from the last
 			// letter: the third went out four days late; the fourth is not
 			// yet due.
+			// California lets timely letters defer the decision
+			// (10 CCR §2695.7(c)(1)): the chain of letters in time ends
+			// with the late one of September 12, so the decision was due
+			// before the letter after August 8's, on September 8.
 			name: "status letters every interval", code: "US-CA", now: "2026-09-20 12:00",
 			events: func(l Law) Events {
 				return Events{
@@ -236,7 +240,7 @@ func TestClocks(t *testing.T) {
 			},
 			want: []want{
 				{"acknowledge", 15, "2026-05-28 10:00", "2026-06-13 00:00", "2026-05-29 10:00", false},
-				{"decide", 40, "2026-06-01 10:00", "2026-07-12 00:00", "", true},
+				{"decide", 30, "2026-08-08 09:00", "2026-09-08 00:00", "", true},
 				{"pay", 30, "", "", "", false},
 				{"status", 40, "2026-06-01 10:00", "2026-07-12 00:00", "2026-07-10 09:00", false},
 				{"status", 30, "2026-07-10 09:00", "2026-08-10 00:00", "2026-08-08 09:00", false},
@@ -464,4 +468,32 @@ func TestElapsed(t *testing.T) {
 	j := tx.Jurisdiction()
 	from := local(t, tx, "2026-11-16 09:00")
 	assert.Equal(t, j.Decide.Days, tx.Elapsed(j.Decide.Unit, from, tx.Due(j.Decide, from).Add(-time.Minute)))
+}
+
+// Where the rules let timely status letters defer the decision, a claim
+// written to on time is decided in time after the decision clock's own
+// days; a late first letter defers nothing; Florida's 60 days stand.
+func TestStatusLettersDefer(t *testing.T) {
+	ca := lawOf(t, "US-CA")
+	proof := local(t, ca, "2026-06-01 10:00")
+	decided := local(t, ca, "2026-08-20 10:00") // day 80
+	e := Events{NoticeAt: proof, ProofOfLossAt: &proof, DecidedAt: &decided,
+		StatusLetters: []time.Time{local(t, ca, "2026-07-10 09:00"), local(t, ca, "2026-08-08 09:00")}}
+	d := ca.Clocks(e, decided)[1]
+	require.Equal(t, "decide", d.Clock)
+	assert.False(t, d.Breached, "decided before the next letter was due")
+	assert.Equal(t, local(t, ca, "2026-09-08 00:00"), *d.DueAt)
+	assert.Contains(t, d.Cite, "deferred by timely status letters")
+
+	e.StatusLetters = []time.Time{local(t, ca, "2026-07-12 09:00")} // after the 40 days
+	d = ca.Clocks(e, decided)[1]
+	assert.True(t, d.Breached, "a late letter defers nothing")
+	assert.Equal(t, local(t, ca, "2026-07-12 00:00"), *d.DueAt)
+
+	fl := lawOf(t, "US-FL")
+	notice := local(t, fl, "2026-06-01 10:00")
+	late := local(t, fl, "2026-08-05 10:00") // day 65
+	f := Events{NoticeAt: notice, ProofOfLossAt: &notice, DecidedAt: &late,
+		StatusLetters: []time.Time{local(t, fl, "2026-06-30 10:00"), local(t, fl, "2026-07-29 10:00")}}
+	assert.True(t, fl.Clocks(f, late)[1].Breached, "Florida: pay or deny within 60 days, letters or not")
 }

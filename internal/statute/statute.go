@@ -69,6 +69,12 @@ type Jurisdiction struct {
 	// sent in time (Tex. Ins. Code §542.056(d)). Without one, a letter
 	// keeps the claimant informed but moves no deadline.
 	Extension *Clock `json:"extension,omitempty"`
+	// StatusDefers: the rules let an insurer take longer than Decide as
+	// long as its status letters go out on time (10 CCR §2695.7(c)(1), NAIC
+	// #902 §7 C). While every letter is in time the decision is due before
+	// the next letter would be; a late or missing letter ends the deferral.
+	// Needs StatusFirst and StatusEvery.
+	StatusDefers bool `json:"status_defers,omitempty"`
 
 	Regulator string `json:"regulator"` // who the claimant may turn to: name, phone, website
 	Appeal    string `json:"appeal"`    // how to appeal, for decision letters
@@ -229,6 +235,12 @@ func (r Rules) Validate() error {
 		}
 		if j.StatusFirst == nil && j.Extension != nil {
 			bad(path+".extension", "needs status_first: the extension is earned by a status letter sent in time")
+		}
+		if j.StatusDefers && j.StatusEvery == nil {
+			bad(path+".status_defers", "needs status_first and status_every: the letters are what defer the decision")
+		}
+		if j.StatusDefers && j.Extension != nil {
+			bad(path+".status_defers", "and extension both move the decision: a rule set has one or the other")
 		}
 		if j.Regulator == "" {
 			bad(path+".regulator", "must say who the claimant may turn to")
