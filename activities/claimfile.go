@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/audit"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -55,7 +56,7 @@ func (a *Activities) writeClaimFile(ctx context.Context, c Caller, in AuditInput
 	if err != nil {
 		return store.ClaimFile{}, fmt.Errorf("claim file of %s: the run's history: %w", in.ClaimID, err)
 	}
-	var rec claimfile.Record
+	var rec audit.Record
 	if err := json.Unmarshal(in.Record, &rec); err != nil {
 		return store.ClaimFile{}, invalid("claim file of %s: the audit record: %v", in.ClaimID, err)
 	}
@@ -99,7 +100,7 @@ func (a *Activities) writeClaimFile(ctx context.Context, c Caller, in AuditInput
 
 // basis says in plain words why the claim ended as it did: what the
 // claimant's letter says.
-func basis(rec claimfile.Record) string {
+func basis(rec audit.Record) string {
 	var b strings.Builder
 	switch rec.Outcome {
 	case "dead-lettered":
@@ -149,7 +150,7 @@ func basis(rec claimfile.Record) string {
 
 // receiptKeys are the public keys, from the directory as it stands, that
 // verify the record's receipts.
-func (a *Activities) receiptKeys(rec claimfile.Record) []claimfile.Key {
+func (a *Activities) receiptKeys(rec audit.Record) []claimfile.Key {
 	book, err := authority.Load(a.ApproversFile)
 	if err != nil {
 		return nil

@@ -42,18 +42,8 @@ type LetterFacts struct {
 	Cite      []string `json:"cite,omitempty"`
 }
 
-// SentLetter is a letter as the claim file keeps it: its kind, when it
-// was sent, the template version, its hash and its text.
-type SentLetter struct {
-	Kind      letters.Kind `json:"kind"`
-	SentAt    time.Time    `json:"sent_at"`
-	Version   string       `json:"version"`
-	SHA256    string       `json:"sha256"`
-	MessageID string       `json:"message_id"`
-	Subject   string       `json:"subject"`
-	Body      string       `json:"body"`
-	Replayed  bool         `json:"replayed,omitempty"`
-}
+// SentLetter is a letter as the claim file keeps it (letters.Sent).
+type SentLetter = letters.Sent
 
 // LetterInput is SendLetter's input: an acknowledgment or a status letter,
 // keyed under the approval step (<id>:step5:letter:…).

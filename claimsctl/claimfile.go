@@ -21,6 +21,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claimfile"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/workflows"
 )
 
 // The claim file's commands (docs/records.md): keygen --ledger, checkpoint,
@@ -456,7 +457,7 @@ func (r *records) verifyOne(ctx context.Context, id string) claimfile.Problems {
 		return ps
 	}
 	f := latest
-	var rec claimfile.Record
+	var rec workflows.AuditRecord
 	_ = json.Unmarshal(f.Record, &rec)
 	held, err := r.st.GetClaim(ctx, id)
 	if err != nil {

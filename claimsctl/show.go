@@ -386,7 +386,7 @@ func showFromFile(ctx context.Context, id string, asJSON bool, out io.Writer) er
 	fmt.Fprintf(out, "%s: %s (read from its claim file %s, log index %d, written %s: the run's history is gone from Temporal)\n",
 		id, f.Outcome, short(row.SHA256), row.LogIndex, f.WrittenAt.Format(time.RFC3339))
 	fmt.Fprintf(out, "  basis: %s\n", f.Basis)
-	var rec claimfile.Record
+	var rec workflows.AuditRecord
 	if json.Unmarshal(f.Record, &rec) == nil {
 		if d := rec.Decided; d != nil {
 			fmt.Fprintf(out, "  %s\n", decidedLine(&workflows.Decided{By: d.By, Verdict: approvals.Verdict(d.Verdict), BuildID: d.BuildID,

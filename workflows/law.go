@@ -40,22 +40,6 @@ type lawRun struct {
 // statusLead is how long before a status letter is due the run sends it.
 const statusLead = 24 * time.Hour
 
-// LawRecord is the audit record's law section: what an examiner checks.
-type LawRecord struct {
-	Jurisdiction   string                  `json:"jurisdiction"`
-	RuleSet        string                  `json:"rule_set"`
-	NoticeAt       time.Time               `json:"notice_at"`
-	AcknowledgedAt *time.Time              `json:"acknowledged_at"`
-	ProofOfLossAt  *time.Time              `json:"proof_of_loss_at"`
-	DecidedAt      *time.Time              `json:"decided_at"`
-	AcceptedAt     *time.Time              `json:"accepted_at,omitempty"`
-	PaidAt         *time.Time              `json:"paid_at"`
-	Clocks         []statute.ClockState    `json:"clocks"`
-	Letters        []activities.SentLetter `json:"letters,omitempty"`
-	// Breaches names each clock that ran out before its event.
-	Breaches []string `json:"breaches,omitempty"`
-}
-
 // adoptLaw takes the jurisdiction intake recorded; noticeAt is when the
 // system of record registered the claim. Where a jurisdiction's rules
 // apply, nobody's silence denies a claim: an unanswered wait is held.

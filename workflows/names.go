@@ -14,6 +14,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/approvals"
+	"github.com/durableclaims/durableclaims/internal/audit"
 	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
@@ -217,32 +218,24 @@ type Status struct {
 	Decided       *Decided `json:"decided,omitempty"`
 }
 
-// Decided says what decided a claim's outcome, and on what: the build of
-// the worker that decided (the build the run's history records for the
-// workflow task that decided), the version of the insurer's policy the run
-// follows, and the model answers the decision rests on.
-type Decided struct {
-	// By is "rules" (within the auto-approve limit with no review reason,
-	// or rejected by the coverage or the assessment), "approver" (a person:
-	// the approvals say who, with the receipt) or "policy" (nobody decided
-	// by the deadline: the policy's final outcome).
-	By      string            `json:"by"`
-	Verdict approvals.Verdict `json:"verdict"`
-	// BuildID is the decision's build: for a person's decision the build
-	// that accepted it (the decision's build_id).
-	BuildID       string `json:"build_id,omitempty"`
-	PolicyVersion string `json:"policy_version,omitempty"`
-	// ModelAnswers are the output_sha256 of the model answers the decision
-	// rests on, as model_calls lists them: the triage's answer and the
-	// assessment (none when a cap or the coverage left the model out).
-	ModelAnswers []string `json:"model_answers,omitempty"`
-}
+// The audit record and what it names are package audit's: the claim file
+// reads the record the workflow writes by the same types.
+type (
+	// AuditRecord is what step 9 writes to the ledger (audit.Record).
+	AuditRecord = audit.Record
+	// ModelUse identifies a model answer without repeating it.
+	ModelUse = audit.ModelUse
+	// Decided says what decided a claim's outcome, and on what.
+	Decided = audit.Decided
+	// LawRecord is the audit record's law section (audit.Law).
+	LawRecord = audit.Law
+)
 
 // How a decision was made (Decided.By).
 const (
-	DecidedByRules    = "rules"
-	DecidedByApprover = "approver"
-	DecidedByPolicy   = "policy"
+	DecidedByRules    = audit.DecidedByRules
+	DecidedByApprover = audit.DecidedByApprover
+	DecidedByPolicy   = audit.DecidedByPolicy
 )
 
 // ClaimResult is how a claim ended.
@@ -282,50 +275,6 @@ type DeadLetter struct {
 	// CapAge, CapPayout, CapModelSpend, CapModelCapacity, CapApprovalRounds.
 	Cap            string   `json:"cap,omitempty"`
 	UnknownEffects []string `json:"unknown_effects,omitempty"`
-}
-
-// AuditRecord is what step 9 writes to the ledger.
-type AuditRecord struct {
-	ClaimID         string                `json:"claim_id"`
-	WorkflowID      string                `json:"workflow_id"`
-	Outcome         string                `json:"outcome"`
-	Reason          string                `json:"reason,omitempty"`
-	PayoutMinor     int64                 `json:"payout_minor"`
-	Currency        string                `json:"currency"`
-	TransferID      string                `json:"transfer_id,omitempty"`
-	PaymentReplayed bool                  `json:"payment_replayed,omitempty"`
-	Coverage        claim.Coverage        `json:"coverage"`
-	Models          []ModelUse            `json:"models,omitempty"`
-	Approvals       []*approvals.Approval `json:"approvals,omitempty"`
-	Attempts        []approvals.Attempt   `json:"decision_attempts,omitempty"`
-	AttemptsDropped int                   `json:"decision_attempts_dropped,omitempty"`
-	ClaimVersion    int64                 `json:"claim_version"`
-	NotificationID  string                `json:"notification_id,omitempty"`
-	ClosedAt        time.Time             `json:"closed_at"`
-	// PolicyVersion and Decided: as Status's (runs from versionProvenance
-	// on; records of runs before keep their bytes).
-	PolicyVersion string   `json:"policy_version,omitempty"`
-	Decided       *Decided `json:"decided,omitempty"`
-	// Law is the jurisdiction's clocks and letters (runs from versionLaw
-	// on, where the worker applies jurisdiction rules).
-	Law *LawRecord `json:"law,omitempty"`
-}
-
-// ModelUse identifies a model answer without repeating it.
-type ModelUse struct {
-	Step int `json:"step"`
-	// Turn numbers the calls of step 2's agent loop.
-	Turn  int    `json:"turn,omitempty"`
-	Model string `json:"model"`
-	// PromptVersion names what the model answered under and BuildID the
-	// build of the worker that asked (from versionProvenance on).
-	PromptVersion string `json:"prompt_version,omitempty"`
-	BuildID       string `json:"build_id,omitempty"`
-	OutputSHA256  string `json:"output_sha256"`
-	TokensIn      int64  `json:"tokens_in"`
-	TokensOut     int64  `json:"tokens_out"`
-	// CostMicros is the estimated cost of the call in millionths of a dollar.
-	CostMicros int64 `json:"cost_micros,omitempty"`
 }
 
 // Registry is what workflows are registered on: a worker, or a replayer

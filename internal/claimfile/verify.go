@@ -14,50 +14,12 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"github.com/durableclaims/durableclaims/internal/audit"
 	"github.com/durableclaims/durableclaims/internal/authority"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/decision"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 )
-
-// Record is the part of the workflow's audit record a verifier reads.
-type Record struct {
-	ClaimID     string               `json:"claim_id"`
-	Outcome     string               `json:"outcome"`
-	Reason      string               `json:"reason,omitempty"`
-	PayoutMinor int64                `json:"payout_minor"`
-	Currency    string               `json:"currency"`
-	TransferID  string               `json:"transfer_id,omitempty"`
-	Coverage    claim.Coverage       `json:"coverage"`
-	Approvals   []*decision.Approval `json:"approvals,omitempty"`
-	ClosedAt    time.Time            `json:"closed_at"`
-	// What made the decisions (runs from the claim workflow's
-	// versionProvenance on; absent before): the policy version, each model
-	// answer's prompt version and build, and what decided the outcome.
-	PolicyVersion string     `json:"policy_version,omitempty"`
-	Models        []ModelUse `json:"models,omitempty"`
-	Decided       *Decided   `json:"decided,omitempty"`
-}
-
-// ModelUse is a model answer as the record names it (workflows.ModelUse).
-type ModelUse struct {
-	Step          int    `json:"step"`
-	Turn          int    `json:"turn,omitempty"`
-	Model         string `json:"model"`
-	PromptVersion string `json:"prompt_version,omitempty"`
-	BuildID       string `json:"build_id,omitempty"`
-	OutputSHA256  string `json:"output_sha256"`
-}
-
-// Decided is what decided the outcome, as the record names it
-// (workflows.Decided).
-type Decided struct {
-	By            string   `json:"by"`
-	Verdict       string   `json:"verdict"`
-	BuildID       string   `json:"build_id,omitempty"`
-	PolicyVersion string   `json:"policy_version,omitempty"`
-	ModelAnswers  []string `json:"model_answers,omitempty"`
-}
 
 // Bundle is what an auditor receives for one claim (claimsctl export).
 type Bundle struct {
@@ -185,7 +147,7 @@ func (f File) Check() Problems {
 	if sum := sha256.Sum256(compact.Bytes()); hex.EncodeToString(sum[:]) != f.RecordSHA256 {
 		ps.failed(CheckRecordHash, "claim-file.json record", "its SHA-256 is not record_sha256 %s", short(f.RecordSHA256))
 	}
-	var rec Record
+	var rec audit.Record
 	if err := json.Unmarshal(f.Record, &rec); err != nil {
 		ps.add("claim-file.json record", "not an audit record: %v", err)
 		return ps
@@ -220,7 +182,7 @@ func (f File) Check() Problems {
 // answer's model, prompt version and build are those its step recorded; and
 // the outcome rests on answers the record lists. Records from before
 // provenance was recorded name none of it, and are not held to it.
-func (f File) checkProvenance(rec Record) Problems {
+func (f File) checkProvenance(rec audit.Record) Problems {
 	var ps Problems
 	if rec.PolicyVersion != "" {
 		var in struct {
@@ -292,13 +254,13 @@ func (f File) checkProvenance(rec Record) Problems {
 }
 
 // modelSteps are the model answers the history recorded, by output digest.
-func (f File) modelSteps() map[string]ModelUse {
-	out := map[string]ModelUse{}
+func (f File) modelSteps() map[string]audit.ModelUse {
+	out := map[string]audit.ModelUse{}
 	for _, s := range f.Steps {
 		if s.Outcome != "completed" || (s.Activity != "TriageTurn" && s.Activity != "AssessClaim" && s.Activity != "TriageClaim") {
 			continue
 		}
-		var m ModelUse
+		var m audit.ModelUse
 		if json.Unmarshal(s.Output, &m) == nil && m.OutputSHA256 != "" {
 			out[m.OutputSHA256] = m
 		}
@@ -376,7 +338,7 @@ func (f File) checkDecision(where string, book authority.Book, d decision.Decisi
 // request named, within the coverage; above the auto-approve limit it was
 // approved by as many receipts as the request's quorum, each for at least
 // the payout; a claim not paid moved no money.
-func (f File) checkPayment(rec Record, approvedBy []decision.Decision) Problems {
+func (f File) checkPayment(rec audit.Record, approvedBy []decision.Decision) Problems {
 	var ps Problems
 	if rec.Outcome == "dead-lettered" {
 		return ps // stopped mid-way: what it paid, if anything, is in record.transfer_id and the dead letter's unknown effects

@@ -345,3 +345,16 @@ func tidy(s string) string {
 	}
 	return strings.TrimRight(strings.Join(out, "\n"), "\n") + "\n"
 }
+
+// Sent is a letter as the claim file keeps it: its kind, when it
+// was sent, the template version, its hash and its text.
+type Sent struct {
+	Kind      Kind      `json:"kind"`
+	SentAt    time.Time `json:"sent_at"`
+	Version   string    `json:"version"`
+	SHA256    string    `json:"sha256"`
+	MessageID string    `json:"message_id"`
+	Subject   string    `json:"subject"`
+	Body      string    `json:"body"`
+	Replayed  bool      `json:"replayed,omitempty"`
+}
