@@ -1,14 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"net/http"
 	"os"
 	"os/exec"
@@ -118,24 +114,55 @@ func (b *browserWorld) open(ctx context.Context, id string) {
 	require.NoError(b.t, chromedp.Do(ctx, chromedp.Navigate(b.inbox+"/claims/"+id), chromedp.WaitVisible(chromedp.CSS("#live"))))
 }
 
-// claimFileWithPhoto is claimFile with a real photo: a 64×48 PNG the
-// claim page shows in place.
-func (b *browserWorld) claimFileWithPhoto(id, amount string) string {
+// claimFileWithDocuments is claimFile with the demo's own documents
+// (examples/docs): a photo of the kitchen (a JPEG) and the plumber's
+// invoice (a one-page PDF), which the claim page shows in place.
+func (b *browserWorld) claimFileWithDocuments(id, amount string) string {
 	dir := b.t.TempDir()
-	img := image.NewRGBA(image.Rect(0, 0, 64, 48))
-	for y := range 48 {
-		for x := range 64 {
-			img.Set(x, y, color.RGBA{R: uint8(x * 4), G: 90, B: uint8(y * 5), A: 255})
-		}
+	for _, name := range demoDocuments {
+		doc, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(b.t), "examples", "docs", name))
+		require.NoError(b.t, err)
+		require.NoError(b.t, os.WriteFile(filepath.Join(dir, name), doc, 0o644))
 	}
-	var buf bytes.Buffer
-	require.NoError(b.t, png.Encode(&buf, img))
-	require.NoError(b.t, os.WriteFile(filepath.Join(dir, "photo.png"), buf.Bytes(), 0o644))
 	path := filepath.Join(dir, id+".json")
 	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Ada Lovelace","email":"ada@example.com","stripe_account":"acct_1Ada"},
-		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[{"name":"photo.png","path":"photo.png"}]}`, id, amount)
+		"amount":%q,"currency":"usd","description":"A burst pipe flooded the kitchen overnight",
+		"documents":[{"name":%q,"path":%[3]q},{"name":%[4]q,"path":%[4]q}]}`, id, amount, demoDocuments[0], demoDocuments[1])
 	require.NoError(b.t, os.WriteFile(path, []byte(doc), 0o644))
 	return path
+}
+
+// demoDocuments are the photo and the PDF of the demo's claim-0042.
+var demoDocuments = []string{"kitchen.jpg", "plumber-invoice.pdf"}
+
+// documentsShown checks the claim page shows its documents as what they
+// are: the photo decoded to its width in pixels, and in the frame the PDF
+// itself, served as application/pdf, byte for byte the shipped file
+// (examples' test checks it opens: header, cross-references, one page).
+func (b *browserWorld) documentsShown(ctx context.Context) {
+	b.t.Helper()
+	width, err := chromedp.Run(ctx, chromedp.Evaluate[int](`new Promise(done => {
+		const img = document.querySelector("#documents img");
+		if (img.complete) { done(img.naturalWidth); return; }
+		img.onload = () => done(img.naturalWidth); img.onerror = () => done(-1);
+	})`, chromedp.EvalAwaitPromise))
+	require.NoError(b.t, err)
+	assert.Equal(b.t, 160, width, "the photo itself is on the page, decoded")
+	type served struct{ Type, Body string } // Body: one character per byte
+	pdf, err := chromedp.Run(ctx, chromedp.Evaluate[served](`(async () => {
+		const r = await fetch(document.querySelector("#documents iframe").src);
+		const bytes = new Uint8Array(await r.arrayBuffer());
+		return {type: r.headers.get("Content-Type"), body: String.fromCharCode(...bytes)};
+	})()`, chromedp.EvalAwaitPromise))
+	require.NoError(b.t, err)
+	assert.True(b.t, strings.HasPrefix(pdf.Body, "%PDF-1."), "a PDF header: %.20q", pdf.Body)
+	shipped, err := os.ReadFile(filepath.Join(testenv.ModuleRoot(b.t), "examples", "docs", demoDocuments[1]))
+	require.NoError(b.t, err)
+	body := make([]rune, len(shipped))
+	for i, c := range shipped {
+		body[i] = rune(c)
+	}
+	assert.Equal(b.t, served{Type: "application/pdf", Body: string(body)}, pdf, "the invoice in the page's frame is the PDF itself")
 }
 
 func (b *browserWorld) screenshot(ctx context.Context, name string) {
@@ -158,7 +185,7 @@ func TestInboxInABrowser(t *testing.T) {
 	for name, id := range ids {
 		file := b.claimFile(id, "1840.00")
 		if name == "approve" {
-			file = b.claimFileWithPhoto(id, "1840.00")
+			file = b.claimFileWithDocuments(id, "1840.00")
 		}
 		b.start(file)
 	}
@@ -185,17 +212,11 @@ func TestInboxInABrowser(t *testing.T) {
 	b.open(adjuster, ids["approve"])
 	page := b.text(adjuster, "main")
 	for _, want := range []string{"A burst pipe flooded the kitchen overnight", "In the claimant's own words", "pol-1001", "deductible",
-		"photo.png", "The model's advice", "Advice, not authority", "2 turns, 3 tool calls", "History", "a decision was requested",
+		"kitchen.jpg", "plumber-invoice.pdf", "The model's advice", "Advice, not authority", "2 turns, 3 tool calls", "History", "a decision was requested",
 		"The request you sign", "Ada Lovelace", "acct_1Ada", "covered", "payout USD 1,840.00 is above the auto-approve limit USD 1,000.00", "Request SHA-256"} {
 		assert.Contains(t, page, want)
 	}
-	shown, err := chromedp.Run(adjuster, chromedp.Evaluate[int](`new Promise(done => {
-		const img = document.querySelector("#documents img");
-		if (img.complete) { done(img.naturalWidth); return; }
-		img.onload = () => done(img.naturalWidth); img.onerror = () => done(-1);
-	})`, chromedp.EvalAwaitPromise))
-	require.NoError(t, err)
-	assert.Equal(t, 64, shown, "the photo itself is on the page, decoded")
+	b.documentsShown(adjuster)
 	above, err := chromedp.Run(adjuster, chromedp.Evaluate[bool](`(() => {
 		const top = s => document.querySelector(s).getBoundingClientRect().top;
 		return ["#happened", "#policy", "#documents img", "#advice", "#history"].every(s => top(s) < top("#decide-h"));
@@ -327,16 +348,10 @@ func TestInboxInABrowser(t *testing.T) {
 	b.open(adjuster, ids["approve"])
 	page = b.text(adjuster, "main")
 	for _, want := range []string{"Read from the claim's file", "the run's history is gone from Temporal", "Approved by adjuster-17",
-		"A burst pipe flooded the kitchen overnight", "Ada Lovelace", "acct_1Ada", "photo.png", "2 turns, 3 tool calls"} {
+		"A burst pipe flooded the kitchen overnight", "Ada Lovelace", "acct_1Ada", "kitchen.jpg", "2 turns, 3 tool calls"} {
 		assert.Contains(t, page, want)
 	}
-	shown, err = chromedp.Run(adjuster, chromedp.Evaluate[int](`new Promise(done => {
-		const img = document.querySelector("#documents img");
-		if (img.complete) { done(img.naturalWidth); return; }
-		img.onload = () => done(img.naturalWidth); img.onerror = () => done(-1);
-	})`, chromedp.EvalAwaitPromise))
-	require.NoError(t, err)
-	assert.Equal(t, 64, shown, "the document still shows")
+	b.documentsShown(adjuster) // the documents still show
 }
 
 // An adjuster signed in to the inbox sees only the claims they could decide

@@ -36,8 +36,8 @@ func layer(pkg string) (int, string) {
 		return 4, "workflows"
 	case p == "worker" || strings.HasPrefix(p, "worker/"), p == "starter", p == "claimsctl", p == "inbox", p == "codecserver":
 		return 6, "the product's programs"
-	case strings.HasPrefix(p, "testbed/"), p == "e2e", p == "deploy", p == "docs":
-		return 7, "the rig and the tests (testbed/, e2e/, deploy/, docs/)"
+	case strings.HasPrefix(p, "testbed/"), p == "e2e", p == "deploy", p == "docs", p == "examples":
+		return 7, "the rig and the tests (testbed/, e2e/, deploy/, docs/, examples/)"
 	}
 	return -1, "unplaced"
 }
