@@ -173,77 +173,16 @@ func (a *Activities) approved(ctx context.Context, c Caller, rec store.Record, i
 	}
 	switch {
 	case ap.ByPolicy:
-		wait := time.Duration(a.Rules.ApprovalTTL) + time.Duration(a.Rules.EscalationTTL)
-		if a.Rules.FinalOutcome != string(approvals.Approve) {
-			return no("policy", "the worker's policy does not approve by its final outcome")
-		}
-		if time.Since(rec.CreatedAt) < wait {
-			return no("policy", "the policy approves only after its whole wait (%s), and the claim was registered %s ago", wait, time.Since(rec.CreatedAt).Round(time.Second))
-		}
-		logger(ctx).Warn("paid by the policy's final outcome", "claim", cl.ID)
-		return nil
+		return a.approvedByPolicy(ctx, rec, no)
 	case len(ap.Receipts) == 0 && len(ap.Unsigned) > 0 && a.Rules.AllowUnsignedDecisions:
 		logger(ctx).Warn("DEVELOPMENT SWITCH: paid on unsigned decisions", "claim", cl.ID, "approvers", ap.Unsigned)
 		return nil
 	case len(ap.Receipts) == 0:
 		return no("no-receipt", "a human must decide it, and it carries no signed receipt")
 	}
-
-	book, err := authority.Load(a.ApproversFile)
+	who, err := a.receiptApprovers(c, rec, in, no)
 	if err != nil {
-		return err // retryable: fixing the directory lets the claim carry on
-	}
-	hash := req.SHA256()
-	audiences := []string{approvals.ReceiptAudience} // runs before receipts named their deployment
-	if c.Namespace != "" {
-		audiences = append(audiences, approvals.Audience(c.Namespace, a.Rules.Deployment))
-	}
-	var who []authority.Approver
-	for i, tok := range ap.Receipts {
-		_, peek, ok := approvals.PeekReceipt(tok)
-		if !ok {
-			return no("receipt", "receipts[%d] is not a receipt", i)
-		}
-		// A receipt's life bounded when the workflow could accept it; the
-		// payment may come later (a retry, a worker down meanwhile), so it
-		// is verified as of its issue: signature, form and audience, here,
-		// against the directory now (a revoked key fails).
-		issued := time.Unix(peek.IssuedAt, 0)
-		if issued.After(time.Now().Add(time.Minute)) || issued.Before(rec.CreatedAt.Add(-time.Minute)) {
-			return no("receipt", "receipts[%d] was issued at %s, outside the claim's life", i, issued.UTC().Format(time.RFC3339))
-		}
-		if !slices.Contains(audiences, peek.Audience) {
-			return no("receipt", "receipts[%d] is for %q, not this namespace and deployment", i, clip(peek.Audience, 80))
-		}
-		v, err := approvals.VerifyReceipt(tok, book, peek.Audience, issued, time.Duration(a.Rules.ReceiptMaxTTL))
-		if err != nil {
-			return no("receipt", "receipts[%d]: %v", i, err)
-		}
-		r := v.Receipt
-		approver, ok := book.Approvers.Find(r.Subject)
-		approvedMinor := req.AmountMinor
-		if r.AmountMinor > 0 {
-			approvedMinor = r.AmountMinor
-		}
-		switch {
-		case r.ClaimID != cl.ID || r.RequestSHA256 != hash:
-			return no("receipt", "receipts[%d] is for claim %s request %s, not this request", i, clip(r.ClaimID, 80), clip(r.RequestSHA256, 12))
-		case r.Verdict != approvals.Approve:
-			return no("receipt", "receipts[%d] says %s", i, r.Verdict)
-		case !ok:
-			return no("receipt", "receipts[%d]: %s is not in the approver directory", i, clip(r.Subject, 80))
-		case approver.Is(cl.Claimant.Email) || approver.Is(cl.Claimant.StripeAccount):
-			return no("self-approval", "self-approval: %s is the claimant or the payee", approver.ID)
-		case slices.ContainsFunc(rec.AmendedBy, approver.Is):
-			return no("amender", "%s amended the claim", approver.ID)
-		case in.AmountMinor > approvedMinor:
-			return no("receipt", "%s approved %s, not %s", approver.ID, money(approvedMinor, cl.Currency), money(in.AmountMinor, cl.Currency))
-		case approver.Limits[cl.Currency] < approvedMinor:
-			return no("over-limit", "%s may approve up to %s", approver.ID, money(approver.Limits[cl.Currency], cl.Currency))
-		case slices.ContainsFunc(who, func(x authority.Approver) bool { return x.ID == approver.ID }):
-			return no("same-approver", "%s approved twice", approver.ID)
-		}
-		who = append(who, approver)
+		return err
 	}
 	fourEyes, err := claim.ParseAmount(a.Rules.FourEyesAbove, cl.Currency)
 	if err != nil {
@@ -255,6 +194,97 @@ func (a *Activities) approved(ctx context.Context, c Caller, rec store.Record, i
 		}
 	}
 	return nil
+}
+
+// refusal refuses a payment: the code names the rule, the rest says why.
+type refusal func(code, format string, args ...any) error
+
+// approvedByPolicy allows a payment the policy's final outcome approved:
+// only where the worker's policy approves so, and only once the claim has
+// waited the policy's whole wait.
+func (a *Activities) approvedByPolicy(ctx context.Context, rec store.Record, no refusal) error {
+	wait := time.Duration(a.Rules.ApprovalTTL) + time.Duration(a.Rules.EscalationTTL)
+	if a.Rules.FinalOutcome != string(approvals.Approve) {
+		return no("policy", "the worker's policy does not approve by its final outcome")
+	}
+	if time.Since(rec.CreatedAt) < wait {
+		return no("policy", "the policy approves only after its whole wait (%s), and the claim was registered %s ago", wait, time.Since(rec.CreatedAt).Round(time.Second))
+	}
+	logger(ctx).Warn("paid by the policy's final outcome", "claim", rec.Claim.ID)
+	return nil
+}
+
+// receiptApprovers verifies every receipt the approval carries against the
+// approver directory now, and returns who approved, once each.
+func (a *Activities) receiptApprovers(c Caller, rec store.Record, in PayInput, no refusal) ([]authority.Approver, error) {
+	book, err := authority.Load(a.ApproversFile)
+	if err != nil {
+		return nil, err // retryable: fixing the directory lets the claim carry on
+	}
+	audiences := []string{approvals.ReceiptAudience} // runs before receipts named their deployment
+	if c.Namespace != "" {
+		audiences = append(audiences, approvals.Audience(c.Namespace, a.Rules.Deployment))
+	}
+	var who []authority.Approver
+	for i, tok := range in.Approval.Receipts {
+		approver, err := a.receiptApprover(book, audiences, rec, in, i, tok, no)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(who, func(x authority.Approver) bool { return x.ID == approver.ID }) {
+			return nil, no("same-approver", "%s approved twice", approver.ID)
+		}
+		who = append(who, approver)
+	}
+	return who, nil
+}
+
+// receiptApprover verifies receipts[i] and returns the approver it proves,
+// or refuses the payment.
+func (a *Activities) receiptApprover(book authority.Book, audiences []string, rec store.Record, in PayInput, i int, tok string, no refusal) (authority.Approver, error) {
+	cl, req := rec.Claim, in.Approval.Request
+	_, peek, ok := approvals.PeekReceipt(tok)
+	if !ok {
+		return authority.Approver{}, no("receipt", "receipts[%d] is not a receipt", i)
+	}
+	// A receipt's life bounded when the workflow could accept it; the
+	// payment may come later (a retry, a worker down meanwhile), so it
+	// is verified as of its issue: signature, form and audience, here,
+	// against the directory now (a revoked key fails).
+	issued := time.Unix(peek.IssuedAt, 0)
+	if issued.After(time.Now().Add(time.Minute)) || issued.Before(rec.CreatedAt.Add(-time.Minute)) {
+		return authority.Approver{}, no("receipt", "receipts[%d] was issued at %s, outside the claim's life", i, issued.UTC().Format(time.RFC3339))
+	}
+	if !slices.Contains(audiences, peek.Audience) {
+		return authority.Approver{}, no("receipt", "receipts[%d] is for %q, not this namespace and deployment", i, clip(peek.Audience, 80))
+	}
+	v, err := approvals.VerifyReceipt(tok, book, peek.Audience, issued, time.Duration(a.Rules.ReceiptMaxTTL))
+	if err != nil {
+		return authority.Approver{}, no("receipt", "receipts[%d]: %v", i, err)
+	}
+	r := v.Receipt
+	approver, ok := book.Approvers.Find(r.Subject)
+	approvedMinor := req.AmountMinor
+	if r.AmountMinor > 0 {
+		approvedMinor = r.AmountMinor
+	}
+	switch {
+	case r.ClaimID != cl.ID || r.RequestSHA256 != req.SHA256():
+		return authority.Approver{}, no("receipt", "receipts[%d] is for claim %s request %s, not this request", i, clip(r.ClaimID, 80), clip(r.RequestSHA256, 12))
+	case r.Verdict != approvals.Approve:
+		return authority.Approver{}, no("receipt", "receipts[%d] says %s", i, r.Verdict)
+	case !ok:
+		return authority.Approver{}, no("receipt", "receipts[%d]: %s is not in the approver directory", i, clip(r.Subject, 80))
+	case approver.Is(cl.Claimant.Email) || approver.Is(cl.Claimant.StripeAccount):
+		return authority.Approver{}, no("self-approval", "self-approval: %s is the claimant or the payee", approver.ID)
+	case slices.ContainsFunc(rec.AmendedBy, approver.Is):
+		return authority.Approver{}, no("amender", "%s amended the claim", approver.ID)
+	case in.AmountMinor > approvedMinor:
+		return authority.Approver{}, no("receipt", "%s approved %s, not %s", approver.ID, money(approvedMinor, cl.Currency), money(in.AmountMinor, cl.Currency))
+	case approver.Limits[cl.Currency] < approvedMinor:
+		return authority.Approver{}, no("over-limit", "%s may approve up to %s", approver.ID, money(approver.Limits[cl.Currency], cl.Currency))
+	}
+	return approver, nil
 }
 
 // outcomeHolds checks an outcome against its facts before it is told or

@@ -194,178 +194,212 @@ func transferClaim(tr *stripe.Transfer) string {
 // it is called missing, and a transfer in the window is judged against its
 // claim's record wherever that record's close time falls.
 func (a *Activities) ReconcilePayments(ctx context.Context, in ReconcilePaymentsInput) (ReconcileReport, error) {
-	if err := requireKey(in.Key); err != nil {
+	if err := a.mayReconcile(ctx, in); err != nil {
 		return ReconcileReport{}, err
-	}
-	if in.Since.IsZero() || in.Until.IsZero() || !in.Since.Before(in.Until) {
-		return ReconcileReport{}, invalid("reconciliation window [%s, %s] is empty", in.Since, in.Until)
-	}
-	// What moved to whom is the insurer's: only this worker's own
-	// reconciliation workflow reads it.
-	c, _ := a.caller(ctx)
-	if ours, err := a.ownRun(ctx, c, a.Runs.ReconcileWorkflow); err != nil {
-		return ReconcileReport{}, err
-	} else if !ours || c.WorkflowID != in.WorkflowID {
-		return ReconcileReport{}, a.refuse(ctx, c, "", "foreign-run", ErrForeignRun,
-			"ReconcilePayments runs only for this worker's own reconciliation workflow")
 	}
 	if stored, err := a.Store.GetReconciliation(ctx, string(in.Key)); err == nil {
 		return replayedReport(ctx, stored)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ReconcileReport{}, err
 	}
-
-	progress := ReconcileProgress{Phase: "transfers"}
-	beat := func() {
-		if activity.IsActivity(ctx) {
-			activity.RecordHeartbeat(ctx, progress)
-		}
+	r := &reconciliation{a: a, in: in, progress: ReconcileProgress{Phase: "transfers"}}
+	if err := r.listTransfers(ctx); err != nil {
+		return ReconcileReport{}, err
 	}
-
-	// The provider: every transfer in the window, grouped by claim.
-	byClaim := map[string][]transferSeen{}
-	var claimless []transferSeen
-	params := &stripe.TransferListParams{CreatedRange: &stripe.RangeQueryParams{
-		GreaterThanOrEqual: in.Since.Unix(), LesserThanOrEqual: in.Until.Unix()}}
-	params.Context = ctx
-	params.Limit = stripe.Int64(100)
-	it := a.Stripe.Transfers.List(params)
-	for it.Next() {
-		t := seenTransfer(it.Transfer())
-		if t.ClaimID == "" {
-			claimless = append(claimless, t)
-		} else {
-			byClaim[t.ClaimID] = append(byClaim[t.ClaimID], t)
-		}
-		progress.Transfers++
-		progress.LastTransferID = t.ID
-		if progress.Transfers%100 == 0 {
-			beat()
-		}
+	if err := r.readStepLog(ctx); err != nil {
+		return ReconcileReport{}, err
 	}
-	if err := it.Err(); err != nil {
-		return ReconcileReport{}, classifyStripe(err)
+	if err := r.fetchRecorded(ctx); err != nil {
+		return ReconcileReport{}, err
 	}
-
-	// The step log: claims paid in the window, and every claim named by a
-	// transfer.
-	progress.Phase = "claims"
-	beat()
-	paid, err := a.Store.PaidClaims(ctx, in.Since, in.Until)
+	// A claim whose record names a transfer the provider does not hold for
+	// it: its run took a payment result no payment made (a forged
+	// completion, dead-lettered by step 7's check). Not paid in the store
+	// and named by no transfer, it is in none of the above.
+	unmade, err := a.unmadeTransfers(ctx, in, r.ids)
 	if err != nil {
 		return ReconcileReport{}, err
 	}
-	states := make(map[string]store.ClaimState, len(paid)+len(byClaim))
+	rep := r.report(ctx, unmade)
+	// Store it once under the key; a concurrent or earlier attempt's report
+	// wins.
+	stored, replayed, err := a.saveReport(ctx, rep)
+	if err != nil {
+		return ReconcileReport{}, err
+	}
+	if replayed {
+		return replayedReport(ctx, stored)
+	}
+	announce(ctx, rep)
+	return rep, nil
+}
+
+// mayReconcile checks the input, and that the caller is this worker's own
+// reconciliation workflow: what moved to whom is the insurer's.
+func (a *Activities) mayReconcile(ctx context.Context, in ReconcilePaymentsInput) error {
+	if err := requireKey(in.Key); err != nil {
+		return err
+	}
+	if in.Since.IsZero() || in.Until.IsZero() || !in.Since.Before(in.Until) {
+		return invalid("reconciliation window [%s, %s] is empty", in.Since, in.Until)
+	}
+	c, _ := a.caller(ctx)
+	if ours, err := a.ownRun(ctx, c, a.Runs.ReconcileWorkflow); err != nil {
+		return err
+	} else if !ours || c.WorkflowID != in.WorkflowID {
+		return a.refuse(ctx, c, "", "foreign-run", ErrForeignRun,
+			"ReconcilePayments runs only for this worker's own reconciliation workflow")
+	}
+	return nil
+}
+
+// reconciliation is one attempt's working state, filled in phase by phase:
+// the provider's transfers, the step log's records, and the claims judged.
+type reconciliation struct {
+	a        *Activities
+	in       ReconcilePaymentsInput
+	progress ReconcileProgress
+	// byClaim are the provider's transfers by the claim each names;
+	// claimless those that name none.
+	byClaim   map[string][]transferSeen
+	claimless []transferSeen
+	// states are the step log's records; ids every claim judged, sorted.
+	states map[string]store.ClaimState
+	ids    []string
+	// elsewhere maps a recorded transfer ID to the claim it actually names.
+	elsewhere map[string]string
+}
+
+func (r *reconciliation) beat(ctx context.Context) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx, r.progress)
+	}
+}
+
+// listTransfers reads the provider: every transfer in the window, grouped
+// by claim.
+func (r *reconciliation) listTransfers(ctx context.Context) error {
+	r.byClaim = map[string][]transferSeen{}
+	params := &stripe.TransferListParams{CreatedRange: &stripe.RangeQueryParams{
+		GreaterThanOrEqual: r.in.Since.Unix(), LesserThanOrEqual: r.in.Until.Unix()}}
+	params.Context = ctx
+	params.Limit = stripe.Int64(100)
+	it := r.a.Stripe.Transfers.List(params)
+	for it.Next() {
+		t := seenTransfer(it.Transfer())
+		if t.ClaimID == "" {
+			r.claimless = append(r.claimless, t)
+		} else {
+			r.byClaim[t.ClaimID] = append(r.byClaim[t.ClaimID], t)
+		}
+		r.progress.Transfers++
+		r.progress.LastTransferID = t.ID
+		if r.progress.Transfers%100 == 0 {
+			r.beat(ctx)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return classifyStripe(err)
+	}
+	return nil
+}
+
+// readStepLog reads the step log: claims paid in the window, and every
+// claim named by a transfer.
+func (r *reconciliation) readStepLog(ctx context.Context) error {
+	r.progress.Phase = "claims"
+	r.beat(ctx)
+	paid, err := r.a.Store.PaidClaims(ctx, r.in.Since, r.in.Until)
+	if err != nil {
+		return err
+	}
+	r.states = make(map[string]store.ClaimState, len(paid)+len(r.byClaim))
 	for _, c := range paid {
-		states[c.ID] = c
+		r.states[c.ID] = c
 	}
 	var named []string
-	for id := range byClaim {
-		if _, ok := states[id]; !ok {
+	for id := range r.byClaim {
+		if _, ok := r.states[id]; !ok {
 			named = append(named, id)
 		}
 	}
 	slices.Sort(named)
-	more, err := a.Store.ClaimStates(ctx, named)
+	more, err := r.a.Store.ClaimStates(ctx, named)
 	if err != nil {
-		return ReconcileReport{}, err
+		return err
 	}
 	for id, c := range more {
-		states[id] = c
+		r.states[id] = c
 	}
-	ids := make([]string, 0, len(states)+len(byClaim))
-	for id := range states {
-		ids = append(ids, id)
+	r.ids = make([]string, 0, len(r.states)+len(r.byClaim))
+	for id := range r.states {
+		r.ids = append(r.ids, id)
 	}
-	for id := range byClaim {
-		if _, ok := states[id]; !ok {
-			ids = append(ids, id) // not registered in the store
+	for id := range r.byClaim {
+		if _, ok := r.states[id]; !ok {
+			r.ids = append(r.ids, id) // not registered in the store
 		}
 	}
-	slices.Sort(ids)
+	slices.Sort(r.ids)
+	return nil
+}
 
-	// Complete the provider side: a paid claim's recorded transfer made
-	// outside the window is fetched by ID.
-	progress.Phase = "lookups"
-	elsewhere := map[string]string{} // recorded transfer ID → the claim it actually names
-	for _, id := range ids {
-		st, ok := states[id]
-		if !ok || !st.Paid() || st.TransferID == "" || slices.ContainsFunc(byClaim[id], func(t transferSeen) bool { return t.ID == st.TransferID }) {
+// fetchRecorded completes the provider side: a paid claim's recorded
+// transfer made outside the window is fetched by ID.
+func (r *reconciliation) fetchRecorded(ctx context.Context) error {
+	r.progress.Phase = "lookups"
+	r.elsewhere = map[string]string{}
+	for _, id := range r.ids {
+		st, ok := r.states[id]
+		if !ok || !st.Paid() || st.TransferID == "" || slices.ContainsFunc(r.byClaim[id], func(t transferSeen) bool { return t.ID == st.TransferID }) {
 			continue
 		}
-		tr, found, err := a.getTransfer(ctx, st.TransferID)
+		tr, found, err := r.a.getTransfer(ctx, st.TransferID)
 		if err != nil {
-			return ReconcileReport{}, err
+			return err
 		}
-		progress.Lookups++
-		if progress.Lookups%50 == 0 {
-			beat()
+		r.progress.Lookups++
+		if r.progress.Lookups%50 == 0 {
+			r.beat(ctx)
 		}
 		if !found {
 			continue
 		}
 		t := seenTransfer(tr)
 		if t.ClaimID != id && t.ClaimID != "" {
-			elsewhere[t.ID] = t.ClaimID
+			r.elsewhere[t.ID] = t.ClaimID
 			continue
 		}
-		byClaim[id] = append(byClaim[id], t)
+		r.byClaim[id] = append(r.byClaim[id], t)
 	}
+	return nil
+}
 
-	// A claim whose record names a transfer the provider does not hold for
-	// it: its run took a payment result no payment made (a forged
-	// completion, dead-lettered by step 7's check). Not paid in the store
-	// and named by no transfer, it is in none of the above.
-	unmade, err := a.unmadeTransfers(ctx, in, ids)
-	if err != nil {
-		return ReconcileReport{}, err
-	}
-
-	progress.Phase = "classify"
-	beat()
-	grace := in.InFlightGrace
-	if grace == 0 {
-		grace = DefaultInFlightGrace
-	}
-	now := time.Now()
+// report classifies every claim judged, the unmade transfers and the
+// claimless ones, into the report: discrepancies most urgent first, at
+// most in.MaxEntries of each list.
+func (r *reconciliation) report(ctx context.Context, unmade []ReconcileEntry) ReconcileReport {
+	r.progress.Phase = "classify"
+	r.beat(ctx)
+	in := r.in
 	rep := ReconcileReport{ID: string(in.Key), WorkflowID: in.WorkflowID, Started: in.Started.UTC(),
-		Since: in.Since.UTC(), Until: in.Until.UTC(), Counts: map[string]int{}, ClaimsChecked: len(ids)}
+		Since: in.Since.UTC(), Until: in.Until.UTC(), Counts: map[string]int{}, ClaimsChecked: len(r.ids)}
 	for _, c := range ReconcileCategories {
 		rep.Counts[c] = 0
 	}
-	var entries, inFlight []ReconcileEntry
-	for _, id := range ids {
-		st, known := states[id]
-		trs := byClaim[id]
-		slices.SortFunc(trs, func(x, y transferSeen) int {
-			if c := y.Created.Compare(x.Created); c != 0 {
-				return c
-			}
-			return strings.Compare(x.ID, y.ID)
-		})
-		young := grace > 0 && len(trs) > 0 && now.Sub(trs[len(trs)-1].Created) < grace
-		e, pending := classify(id, st, known, trs, elsewhere, young)
-		switch {
-		case pending:
-			inFlight = append(inFlight, e)
-			continue
-		case e.Category != ReconcileMatched:
-			entries = append(entries, e)
-		}
-		rep.Counts[e.Category]++
-	}
+	entries, inFlight := r.classifyClaims(rep.Counts)
 	for _, e := range unmade {
 		entries = append(entries, e)
 		rep.Counts[e.Category]++
 		rep.ClaimsChecked++
 	}
-	for _, t := range claimless {
+	for _, t := range r.claimless {
 		e := entry("", ReconcileOrphaned, []transferSeen{t}, store.ClaimState{})
 		e.Detail = "the transfer names no claim (no transfer_group, workflow_id or idempotency_key metadata)"
 		entries = append(entries, e)
 		rep.Counts[ReconcileOrphaned]++
 	}
-	rep.TransfersScanned = progress.Transfers
+	rep.TransfersScanned = r.progress.Transfers
 	rank := func(c string) int { return slices.Index(ReconcileCategories, c) }
 	slices.SortStableFunc(entries, func(x, y ReconcileEntry) int {
 		if d := rank(x.Category) - rank(y.Category); d != 0 {
@@ -385,26 +419,59 @@ func (a *Activities) ReconcilePayments(ctx context.Context, in ReconcilePayments
 		inFlight, rep.Truncated = inFlight[:limit], true
 	}
 	rep.Entries, rep.InFlight = entries, inFlight
+	return rep
+}
 
-	// Store it once under the key; a concurrent or earlier attempt's report
-	// wins.
+// classifyClaims puts each claim judged in its category, counting it:
+// the discrepancies are entries, the claims still in flight inFlight
+// (not counted).
+func (r *reconciliation) classifyClaims(counts map[string]int) (entries, inFlight []ReconcileEntry) {
+	grace := r.in.InFlightGrace
+	if grace == 0 {
+		grace = DefaultInFlightGrace
+	}
+	now := time.Now()
+	for _, id := range r.ids {
+		st, known := r.states[id]
+		trs := r.byClaim[id]
+		slices.SortFunc(trs, func(x, y transferSeen) int {
+			if c := y.Created.Compare(x.Created); c != 0 {
+				return c
+			}
+			return strings.Compare(x.ID, y.ID)
+		})
+		young := grace > 0 && len(trs) > 0 && now.Sub(trs[len(trs)-1].Created) < grace
+		e, pending := classify(id, st, known, trs, r.elsewhere, young)
+		switch {
+		case pending:
+			inFlight = append(inFlight, e)
+			continue
+		case e.Category != ReconcileMatched:
+			entries = append(entries, e)
+		}
+		counts[e.Category]++
+	}
+	return entries, inFlight
+}
+
+// saveReport stores the report under its key, once: replayed says an
+// earlier or concurrent attempt's is there, and stored is that one.
+func (a *Activities) saveReport(ctx context.Context, rep ReconcileReport) (stored store.Reconciliation, replayed bool, err error) {
 	counts, err := json.Marshal(rep.Counts)
 	if err != nil {
-		return ReconcileReport{}, err
+		return store.Reconciliation{}, false, err
 	}
 	body, err := json.Marshal(rep)
 	if err != nil {
-		return ReconcileReport{}, err
+		return store.Reconciliation{}, false, err
 	}
-	stored, replayed, err := a.Store.SaveReconciliation(ctx, store.Reconciliation{ID: rep.ID, Started: rep.Started,
+	return a.Store.SaveReconciliation(ctx, store.Reconciliation{ID: rep.ID, Started: rep.Started,
 		Since: rep.Since, Until: rep.Until, Counts: counts, Report: body})
-	if err != nil {
-		return ReconcileReport{}, err
-	}
-	if replayed {
-		return replayedReport(ctx, stored)
-	}
+}
 
+// announce counts a new report's discrepancies in the metrics and logs
+// them: an alert when anything does not reconcile.
+func announce(ctx context.Context, rep ReconcileReport) {
 	if activity.IsActivity(ctx) {
 		h := activity.GetMetricsHandler(ctx)
 		for _, c := range ReconcileCategories[1:] {
@@ -423,7 +490,6 @@ func (a *Activities) ReconcilePayments(ctx context.Context, in ReconcilePayments
 		log.Info("payments reconcile with the step log", "counts", rep.Counts, "in_flight", len(rep.InFlight),
 			"since", rep.Since, "until", rep.Until, "report", rep.ID)
 	}
-	return rep, nil
 }
 
 // classify puts one claim, with the provider's transfers for it (newest

@@ -291,38 +291,8 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 	if err := parseInterspersed(fs, args); err != nil {
 		return 0, err
 	}
-	report := func(what string, ps claimfile.Problems) int {
-		if *asJSON {
-			_ = json.NewEncoder(out).Encode(map[string]any{"verified": what, "problems": ps})
-		} else if len(ps) == 0 {
-			fmt.Fprintf(out, "%s: verifies\n", what)
-		} else {
-			fmt.Fprintf(out, "%s: DOES NOT VERIFY (%d problems)\n", what, len(ps))
-			for _, p := range ps {
-				fmt.Fprintf(out, "  %s\n", p)
-			}
-		}
-		if len(ps) > 0 {
-			return 3
-		}
-		return 0
-	}
 	if *bundle != "" {
-		b, err := readBundle(*bundle)
-		if err != nil {
-			return 0, err
-		}
-		key := ""
-		if *pubPath != "" {
-			if key, err = ledgerPublicKey(*pubPath); err != nil {
-				return 0, err
-			}
-		}
-		f, ps := claimfile.Verify(b, key)
-		if key == "" && len(ps) == 0 {
-			fmt.Fprintln(out, "(checked against the bundle's own ledger.pub: pass --ledger-pub with the key the insurer publishes)")
-		}
-		return report(fmt.Sprintf("%s (%s): %s", f.ClaimID, f.Outcome, f.Basis), ps), nil
+		return verifyBundle(*bundle, *pubPath, *asJSON, out)
 	}
 	if !*all && fs.NArg() == 0 {
 		return 0, errors.New("usage: claimsctl verify CLAIM... | --all | --bundle DIR [--ledger-pub FILE]")
@@ -336,58 +306,20 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 		return 0, err
 	}
 	defer r.Close()
-	var ps claimfile.Problems
-	failed := func(check, where, format string, a ...any) {
-		ps = append(ps, claimfile.Problem{Check: check, Where: where, What: fmt.Sprintf(format, a...)})
-	}
-	rows, leaves, err := claimfile.Leaves(ctx, r.st)
-	if err != nil {
-		failed(claimfile.CheckInclusion, "store claim_files", "%v", err)
-	}
-	sizes, err := claimfile.Published(ctx, r.bs)
+	lg, err := r.checkLog(ctx, pub)
 	if err != nil {
 		return 0, err
 	}
-	if len(sizes) == 0 && len(rows) > 0 {
-		failed(claimfile.CheckCheckpoint, "checkpoints", "none is published: nothing proves the log (claimsctl checkpoint)")
-	}
-	var latest uint64
-	for _, size := range sizes {
-		note, err := claimfile.ReadCheckpoint(ctx, r.bs, size)
-		if err != nil {
-			failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "%v", err)
-			continue
-		}
-		cp, err := claimfile.OpenCheckpoint(note, claimfile.Origin(r.ns), pub)
-		switch {
-		case err != nil:
-			failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "%v", err)
-		case cp.Size != size:
-			failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "says %d claim files", cp.Size)
-		case leaves != nil && cp.Size > uint64(len(leaves)):
-			failed(claimfile.CheckInclusion, "store claim_files", "holds %d claim files, checkpoint %d signed %d: claim files were removed", len(leaves), size, cp.Size)
-		case leaves != nil:
-			root, err := claimfile.Root(leaves[:cp.Size])
-			if err != nil || !bytes.Equal(root, cp.Hash) {
-				failed(claimfile.CheckInclusion, "store claim_files", "its first %d leaves are not the log checkpoint %d signed: a leaf was changed, removed or reordered", cp.Size, size)
-			}
-			latest = max(latest, cp.Size)
-		}
-	}
 	ids := fs.Args()
 	if *all {
-		ids = nil
-		for _, row := range rows {
-			if !slices.Contains(ids, row.ClaimID) {
-				ids = append(ids, row.ClaimID)
-			}
-		}
+		ids = lg.claimIDs()
 	}
+	ps := lg.problems
 	var notes []string
 	for _, id := range ids {
 		ps = append(ps, r.verifyOne(ctx, id)...)
-		if row, err := r.st.ClaimFile(ctx, id); err == nil && row.LogIndex >= latest {
-			notes = append(notes, fmt.Sprintf("note: %s is claim file %d, after the latest checkpoint (%d files): the next one covers it", id, row.LogIndex, latest))
+		if row, err := r.st.ClaimFile(ctx, id); err == nil && row.LogIndex >= lg.latest {
+			notes = append(notes, fmt.Sprintf("note: %s is claim file %d, after the latest checkpoint (%d files): the next one covers it", id, row.LogIndex, lg.latest))
 		}
 	}
 	if !*asJSON {
@@ -397,14 +329,118 @@ func verify(ctx context.Context, args []string, out io.Writer) (int, error) {
 	}
 	// Claims named are named back ("claim-0042: claim file, log of 3
 	// files, …: verifies"); --all counts them.
-	what := fmt.Sprintf("%d claims, log of %d files", len(ids), len(leaves))
+	what := fmt.Sprintf("%d claims, log of %d files", len(ids), len(lg.leaves))
 	if !*all {
-		what = fmt.Sprintf("%s: %s, log of %d files", strings.Join(ids, ", "), plural(len(ids), "claim file", "claim files"), len(leaves))
+		what = fmt.Sprintf("%s: %s, log of %d files", strings.Join(ids, ", "), plural(len(ids), "claim file", "claim files"), len(lg.leaves))
 	}
-	if len(sizes) > 0 {
-		what += fmt.Sprintf(", checkpoints up to %d", sizes[len(sizes)-1])
+	if len(lg.sizes) > 0 {
+		what += fmt.Sprintf(", checkpoints up to %d", lg.sizes[len(lg.sizes)-1])
 	}
-	return report(what, ps), nil
+	return verdict(out, *asJSON, what, ps), nil
+}
+
+// verdict prints what was verified and its problems, and returns the exit
+// code: 3 if there are any.
+func verdict(out io.Writer, asJSON bool, what string, ps claimfile.Problems) int {
+	if asJSON {
+		_ = json.NewEncoder(out).Encode(map[string]any{"verified": what, "problems": ps})
+	} else if len(ps) == 0 {
+		fmt.Fprintf(out, "%s: verifies\n", what)
+	} else {
+		fmt.Fprintf(out, "%s: DOES NOT VERIFY (%d problems)\n", what, len(ps))
+		for _, p := range ps {
+			fmt.Fprintf(out, "  %s\n", p)
+		}
+	}
+	if len(ps) > 0 {
+		return 3
+	}
+	return 0
+}
+
+// verifyBundle verifies an exported bundle, offline: against the ledger
+// key given, or else the bundle's own.
+func verifyBundle(dir, pubPath string, asJSON bool, out io.Writer) (int, error) {
+	b, err := readBundle(dir)
+	if err != nil {
+		return 0, err
+	}
+	key := ""
+	if pubPath != "" {
+		if key, err = ledgerPublicKey(pubPath); err != nil {
+			return 0, err
+		}
+	}
+	f, ps := claimfile.Verify(b, key)
+	if key == "" && len(ps) == 0 {
+		fmt.Fprintln(out, "(checked against the bundle's own ledger.pub: pass --ledger-pub with the key the insurer publishes)")
+	}
+	return verdict(out, asJSON, fmt.Sprintf("%s (%s): %s", f.ClaimID, f.Outcome, f.Basis), ps), nil
+}
+
+// logCheck is what checking the claim-file log against its published
+// checkpoints found.
+type logCheck struct {
+	rows     []store.ClaimFile
+	leaves   [][]byte
+	sizes    []uint64 // the checkpoints published, by size
+	latest   uint64   // the largest checkpoint that proves the log
+	problems claimfile.Problems
+}
+
+func (lg *logCheck) failed(check, where, format string, a ...any) {
+	lg.problems = append(lg.problems, claimfile.Problem{Check: check, Where: where, What: fmt.Sprintf(format, a...)})
+}
+
+// claimIDs are the claims the log holds, once each, in log order.
+func (lg *logCheck) claimIDs() []string {
+	var ids []string
+	for _, row := range lg.rows {
+		if !slices.Contains(ids, row.ClaimID) {
+			ids = append(ids, row.ClaimID)
+		}
+	}
+	return ids
+}
+
+// checkLog checks every published checkpoint: signed by the ledger key,
+// and the log the store holds extends the log it signed.
+func (r *records) checkLog(ctx context.Context, pub string) (*logCheck, error) {
+	lg := &logCheck{}
+	var err error
+	lg.rows, lg.leaves, err = claimfile.Leaves(ctx, r.st)
+	if err != nil {
+		lg.failed(claimfile.CheckInclusion, "store claim_files", "%v", err)
+	}
+	if lg.sizes, err = claimfile.Published(ctx, r.bs); err != nil {
+		return nil, err
+	}
+	if len(lg.sizes) == 0 && len(lg.rows) > 0 {
+		lg.failed(claimfile.CheckCheckpoint, "checkpoints", "none is published: nothing proves the log (claimsctl checkpoint)")
+	}
+	for _, size := range lg.sizes {
+		note, err := claimfile.ReadCheckpoint(ctx, r.bs, size)
+		if err != nil {
+			lg.failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "%v", err)
+			continue
+		}
+		cp, err := claimfile.OpenCheckpoint(note, claimfile.Origin(r.ns), pub)
+		switch {
+		case err != nil:
+			lg.failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "%v", err)
+		case cp.Size != size:
+			lg.failed(claimfile.CheckCheckpoint, claimfile.CheckpointKey(size), "says %d claim files", cp.Size)
+		case lg.leaves != nil && cp.Size > uint64(len(lg.leaves)):
+			lg.failed(claimfile.CheckInclusion, "store claim_files", "holds %d claim files, checkpoint %d signed %d: claim files were removed", len(lg.leaves), size, cp.Size)
+		case lg.leaves != nil:
+			root, err := claimfile.Root(lg.leaves[:cp.Size])
+			if err != nil || !bytes.Equal(root, cp.Hash) {
+				lg.failed(claimfile.CheckInclusion, "store claim_files", "its first %d leaves are not the log checkpoint %d signed: a leaf was changed, removed or reordered", cp.Size, size)
+			}
+			lg.latest = max(lg.latest, cp.Size)
+		}
+	}
+	return lg, nil
 }
 
 // verifyOne checks each of a claim's files against its name in the blob

@@ -114,20 +114,10 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 	case (verdict == approvals.Handoff) != (*to != ""):
 		return errors.New("receipt: a handoff names the colleague with --to, and only a handoff does")
 	}
-	kf, err := authority.ReadKeyFile(*keyPath)
+	kf, sub, err := signingKey(*keyPath, *as)
 	if err != nil {
 		return err
 	}
-	sub := kf.Approver
-	switch {
-	case kf.Service != "" && *as == "":
-		return fmt.Errorf("receipt: %s is %s's service key: say which approver it vouches for with --as", *keyPath, kf.Service)
-	case kf.Service != "":
-		sub = *as
-	case *as != "" && *as != kf.Approver:
-		return fmt.Errorf("receipt: %s is %s's own key; it cannot sign for %s", *keyPath, kf.Approver, *as)
-	}
-
 	// What the workflow would refuse is refused here, before anything is
 	// signed: a rejection says why, a lower amount says why and is lower.
 	switch {
@@ -143,53 +133,11 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 	if r.Audience == "" {
 		r.Audience = approvals.Audience(namespace(), config.Get("INSURER_DEPLOYMENT", "local"))
 	}
-	var req *approvals.Request
 	if r.RequestSHA256 == "" {
-		s, err := claimStatus(ctx, id)
-		if err != nil {
-			return fmt.Errorf("receipt: asking %s for the request awaiting decision: %w", id, err)
+		if err := fromClaim(ctx, &r, *amount, errOut); err != nil {
+			return err
 		}
-		if s.Approval == nil || s.Approval.Decision != nil || (s.State != workflows.StatusWaiting && s.State != workflows.StatusEscalated) {
-			return fmt.Errorf("receipt: %s is %s, not waiting for a decision", id, s.State)
-		}
-		// The claim says whom a receipt for it must be addressed to (empty
-		// for runs before receipts named it).
-		req, r.RequestSHA256, r.Audience = &s.Approval.Request, s.Approval.RequestSHA256, s.Audience
-		if *amount != "" {
-			if r.AmountMinor, err = claim.ParseAmount(*amount, req.Currency); err != nil {
-				return fmt.Errorf("receipt: --amount: %w", err)
-			}
-			if r.AmountMinor <= 0 || r.AmountMinor >= req.AmountMinor {
-				return fmt.Errorf("receipt: --amount %s must be above 0 and below the request's %s %s", *amount, req.Amount, strings.ToUpper(req.Currency))
-			}
-		}
-		// The preview says what this receipt does, so the approver sees
-		// what they sign.
-		money := func(minor int64) string {
-			return claim.FormatAmount(minor, req.Currency) + " " + strings.ToUpper(req.Currency)
-		}
-		switch {
-		case verdict == approvals.Reject:
-			fmt.Fprintf(errOut, "reject %s as %s: pay nothing (request of %s to %s); reason: %s; request sha256 %s\n", id, sub,
-				money(req.AmountMinor), req.PayeeName, *reason, r.RequestSHA256)
-		case verdict == approvals.Handoff:
-			fmt.Fprintf(errOut, "hand %s on to %s, as %s (request of %s to %s); request sha256 %s\n", id, *to, sub,
-				money(req.AmountMinor), req.PayeeName, r.RequestSHA256)
-		case r.AmountMinor > 0:
-			fmt.Fprintf(errOut, "approve %s as %s: pay %s, not the %s asked, to %s (%s); reason: %s; request sha256 %s\n", id, sub,
-				money(r.AmountMinor), money(req.AmountMinor), req.PayeeName, req.Payee, *reason, r.RequestSHA256)
-		default:
-			fmt.Fprintf(errOut, "approve %s as %s: pay %s to %s (%s); request sha256 %s\n", id, sub, money(req.AmountMinor),
-				req.PayeeName, req.Payee, r.RequestSHA256)
-		}
-		for _, why := range req.Reasons {
-			fmt.Fprintf(errOut, "  needs a human: %s\n", why)
-		}
-		if q := s.Approval.Quorum; q > 1 {
-			fmt.Fprintf(errOut, "  four eyes: %d of %d approvals so far\n", len(s.Approval.Votes), q)
-		}
-	}
-	if *amount != "" && req == nil {
+	} else if *amount != "" {
 		return errors.New("receipt: --amount needs the request from the claim (leave out --request-sha256)")
 	}
 	if r, err = approvals.NewReceipt(r, time.Now(), *ttl); err != nil {
@@ -200,4 +148,73 @@ func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 		return err
 	}
 	return json.NewEncoder(out).Encode(approvals.Input{Receipt: tok})
+}
+
+// signingKey reads the key file and says whom a receipt it signs is for:
+// its approver, or, for a service key, the approver it vouches for (as).
+func signingKey(path, as string) (authority.KeyFile, string, error) {
+	kf, err := authority.ReadKeyFile(path)
+	if err != nil {
+		return kf, "", err
+	}
+	switch {
+	case kf.Service != "" && as == "":
+		return kf, "", fmt.Errorf("receipt: %s is %s's service key: say which approver it vouches for with --as", path, kf.Service)
+	case kf.Service != "":
+		return kf, as, nil
+	case as != "" && as != kf.Approver:
+		return kf, "", fmt.Errorf("receipt: %s is %s's own key; it cannot sign for %s", path, kf.Approver, as)
+	}
+	return kf, kf.Approver, nil
+}
+
+// fromClaim asks the claim for the request awaiting decision and binds the
+// receipt to it (its hash, its audience, the lower amount if one is
+// given), then previews on errOut what the receipt does, so the approver
+// sees what they sign.
+func fromClaim(ctx context.Context, r *approvals.Receipt, amount string, errOut io.Writer) error {
+	id := r.ClaimID
+	s, err := claimStatus(ctx, id)
+	if err != nil {
+		return fmt.Errorf("receipt: asking %s for the request awaiting decision: %w", id, err)
+	}
+	if s.Approval == nil || s.Approval.Decision != nil || (s.State != workflows.StatusWaiting && s.State != workflows.StatusEscalated) {
+		return fmt.Errorf("receipt: %s is %s, not waiting for a decision", id, s.State)
+	}
+	// The claim says whom a receipt for it must be addressed to (empty
+	// for runs before receipts named it).
+	req := &s.Approval.Request
+	r.RequestSHA256, r.Audience = s.Approval.RequestSHA256, s.Audience
+	if amount != "" {
+		if r.AmountMinor, err = claim.ParseAmount(amount, req.Currency); err != nil {
+			return fmt.Errorf("receipt: --amount: %w", err)
+		}
+		if r.AmountMinor <= 0 || r.AmountMinor >= req.AmountMinor {
+			return fmt.Errorf("receipt: --amount %s must be above 0 and below the request's %s %s", amount, req.Amount, strings.ToUpper(req.Currency))
+		}
+	}
+	money := func(minor int64) string {
+		return claim.FormatAmount(minor, req.Currency) + " " + strings.ToUpper(req.Currency)
+	}
+	switch {
+	case r.Verdict == approvals.Reject:
+		fmt.Fprintf(errOut, "reject %s as %s: pay nothing (request of %s to %s); reason: %s; request sha256 %s\n", id, r.Subject,
+			money(req.AmountMinor), req.PayeeName, r.Reason, r.RequestSHA256)
+	case r.Verdict == approvals.Handoff:
+		fmt.Fprintf(errOut, "hand %s on to %s, as %s (request of %s to %s); request sha256 %s\n", id, r.AssignTo, r.Subject,
+			money(req.AmountMinor), req.PayeeName, r.RequestSHA256)
+	case r.AmountMinor > 0:
+		fmt.Fprintf(errOut, "approve %s as %s: pay %s, not the %s asked, to %s (%s); reason: %s; request sha256 %s\n", id, r.Subject,
+			money(r.AmountMinor), money(req.AmountMinor), req.PayeeName, req.Payee, r.Reason, r.RequestSHA256)
+	default:
+		fmt.Fprintf(errOut, "approve %s as %s: pay %s to %s (%s); request sha256 %s\n", id, r.Subject, money(req.AmountMinor),
+			req.PayeeName, req.Payee, r.RequestSHA256)
+	}
+	for _, why := range req.Reasons {
+		fmt.Fprintf(errOut, "  needs a human: %s\n", why)
+	}
+	if q := s.Approval.Quorum; q > 1 {
+		fmt.Fprintf(errOut, "  four eyes: %d of %d approvals so far\n", len(s.Approval.Votes), q)
+	}
+	return nil
 }

@@ -123,20 +123,38 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-
-	var trail struct {
-		ClaimID   string                `json:"claim_id"`
-		Source    string                `json:"source"`
-		Outcome   string                `json:"outcome,omitempty"`
-		Approvals []*approvals.Approval `json:"approvals,omitempty"`
-		Attempts  []approvals.Attempt   `json:"decision_attempts"`
-		Refused   []store.Refusal       `json:"refused_updates"`
+	trail, err := readTrail(ctx, st, id)
+	if err != nil {
+		return err
 	}
-	trail.ClaimID = id
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(trail)
+	}
+	trail.print(out)
+	return nil
+}
+
+// auditTrail is a claim's decisions: the requests and their approvals, each
+// attempt to decide, and the updates refused before they reached history.
+type auditTrail struct {
+	ClaimID   string                `json:"claim_id"`
+	Source    string                `json:"source"`
+	Outcome   string                `json:"outcome,omitempty"`
+	Approvals []*approvals.Approval `json:"approvals,omitempty"`
+	Attempts  []approvals.Attempt   `json:"decision_attempts"`
+	Refused   []store.Refusal       `json:"refused_updates"`
+}
+
+// readTrail reads a claim's trail from its audit record (step 9), or, for
+// a claim still running, from its live status.
+func readTrail(ctx context.Context, st *store.Store, id string) (auditTrail, error) {
+	trail := auditTrail{ClaimID: id}
 	if rec, err := st.Audit(ctx, id); err == nil {
 		var ar workflows.AuditRecord
 		if err := json.Unmarshal(rec, &ar); err != nil {
-			return err
+			return trail, err
 		}
 		trail.Source, trail.Outcome, trail.Approvals, trail.Attempts = "audit record (step 9)", ar.Outcome, ar.Approvals, ar.Attempts
 	} else if errors.Is(err, store.ErrNotFound) {
@@ -149,24 +167,24 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 			}
 		default:
 			if _, gerr := st.GetClaim(ctx, id); gerr != nil {
-				return fmt.Errorf("%s has no audit record yet, and %w", id, err)
+				return trail, fmt.Errorf("%s has no audit record yet, and %w", id, err)
 			}
 			// A registered claim whose run answers no query (dead-lettered
 			// as tampered, or stuck): what the store recorded is still its.
 			trail.Source = fmt.Sprintf("claims store only: no audit record yet, and %v", err)
 		}
 	} else {
-		return err
+		return trail, err
 	}
-	if trail.Refused, err = st.Refusals(ctx, id); err != nil {
-		return err
-	}
-	if *asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(trail)
-	}
+	var err error
+	trail.Refused, err = st.Refusals(ctx, id)
+	return trail, err
+}
 
+// print writes the trail for a person: each request and its decision,
+// then every attempt, accepted or refused.
+func (trail auditTrail) print(out io.Writer) {
+	id := trail.ClaimID
 	fmt.Fprintf(out, "%s — from the %s", id, trail.Source)
 	if trail.Outcome != "" {
 		fmt.Fprintf(out, "; outcome %s", trail.Outcome)
@@ -212,7 +230,6 @@ func audit(ctx context.Context, args []string, out io.Writer) error {
 	for _, r := range trail.Refused {
 		fmt.Fprintf(out, "    %s %-6s %-7s %-14s %-10s refused before history: %s\n", r.At.Format(time.RFC3339), r.Channel, r.Decision, dash(r.Approver), "-", r.Reason)
 	}
-	return nil
 }
 
 // proofLine says what proved a decision.

@@ -46,25 +46,10 @@ const whatifMemo = "whatif_input_sha256"
 // serves it with a worker of its own that can only read and ask the
 // candidate, shows progress, and writes the report.
 func whatIfCmd(args []string, stdout, stderr io.Writer) int {
+	var f whatIfFlags
 	fs := flag.NewFlagSet("whatif", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	id := fs.String("id", "", "the what-if's ID (default: derived from the selection and the candidate, so a rerun resumes it)")
-	claims := fs.String("claims", "", "comma-separated claim IDs")
-	since := fs.String("since", "", "claims closed within this long (720h) or since this time (RFC 3339)")
-	until := fs.String("until", "", "claims closed before this time (RFC 3339)")
-	outcome := fs.String("outcome", "", "only claims that ended so: comma-separated paid, rejected, expired, withdrawn, dead-lettered")
-	sample := fs.Int("sample", 0, "a sample of N of the selected claims (the same N for the same ID)")
-	provider := fs.String("model-provider", config.Get("MODEL_PROVIDER", "rules"), "the candidate model: rules or openai")
-	name := fs.String("model-name", config.Get("MODEL_NAME", ""), "the candidate model's name (openai)")
-	baseURL := fs.String("model-base-url", config.Get("MODEL_BASE_URL", ""), "the candidate's Chat Completions endpoint (openai); its key is MODEL_API_KEY")
-	prompts := fs.String("prompts", "", "the candidate's system prompts, a JSON file (openai; default: this build's)")
-	policyFile := fs.String("policy", "", "the candidate insurer policy, a JSON file like POLICY_FILE (default: each claim's recorded policy)")
-	priceIn := fs.Int64("price-in", 0, "the candidate's price, micro-dollars per million input tokens")
-	priceOut := fs.Int64("price-out", 0, "the candidate's price, micro-dollars per million output tokens")
-	concurrency := fs.Int("concurrency", 4, "claims evaluated at once")
-	spendCap := fs.String("spend-cap", "", "stop starting claims once the candidate has cost this many dollars (e.g. 5.00)")
-	out := fs.String("out", "", "where the report goes: report.md, report.json, payout-deltas.svg (default var/whatif/ID)")
-	asJSON := fs.Bool("json", false, "print the report as JSON instead of Markdown")
+	f.define(fs)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -72,115 +57,210 @@ func whatIfCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "claimsctl whatif:", err)
 		return 1
 	}
-	cand, err := candidateModel(*provider, *name, *baseURL, *prompts)
+	cand, in, err := f.candidate()
 	if err != nil {
 		return fail(err)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	src, err := openWhatIfSources(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer src.close()
+	run, err := f.start(ctx, src, in, stderr)
+	if err != nil {
+		return fail(err)
+	}
+	stopWorker, err := f.serve(src, cand)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopWorker()
+	if err := f.report(ctx, src.c, run, stdout, stderr); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// whatIfFlags are whatif's flags.
+type whatIfFlags struct {
+	id, claims, since, until, outcome string
+	sample                            int
+	provider, name, baseURL, prompts  string
+	policyFile                        string
+	priceIn, priceOut                 int64
+	concurrency                       int
+	spendCap, out                     string
+	asJSON                            bool
+}
+
+func (f *whatIfFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.id, "id", "", "the what-if's ID (default: derived from the selection and the candidate, so a rerun resumes it)")
+	fs.StringVar(&f.claims, "claims", "", "comma-separated claim IDs")
+	fs.StringVar(&f.since, "since", "", "claims closed within this long (720h) or since this time (RFC 3339)")
+	fs.StringVar(&f.until, "until", "", "claims closed before this time (RFC 3339)")
+	fs.StringVar(&f.outcome, "outcome", "", "only claims that ended so: comma-separated paid, rejected, expired, withdrawn, dead-lettered")
+	fs.IntVar(&f.sample, "sample", 0, "a sample of N of the selected claims (the same N for the same ID)")
+	fs.StringVar(&f.provider, "model-provider", config.Get("MODEL_PROVIDER", "rules"), "the candidate model: rules or openai")
+	fs.StringVar(&f.name, "model-name", config.Get("MODEL_NAME", ""), "the candidate model's name (openai)")
+	fs.StringVar(&f.baseURL, "model-base-url", config.Get("MODEL_BASE_URL", ""), "the candidate's Chat Completions endpoint (openai); its key is MODEL_API_KEY")
+	fs.StringVar(&f.prompts, "prompts", "", "the candidate's system prompts, a JSON file (openai; default: this build's)")
+	fs.StringVar(&f.policyFile, "policy", "", "the candidate insurer policy, a JSON file like POLICY_FILE (default: each claim's recorded policy)")
+	fs.Int64Var(&f.priceIn, "price-in", 0, "the candidate's price, micro-dollars per million input tokens")
+	fs.Int64Var(&f.priceOut, "price-out", 0, "the candidate's price, micro-dollars per million output tokens")
+	fs.IntVar(&f.concurrency, "concurrency", 4, "claims evaluated at once")
+	fs.StringVar(&f.spendCap, "spend-cap", "", "stop starting claims once the candidate has cost this many dollars (e.g. 5.00)")
+	fs.StringVar(&f.out, "out", "", "where the report goes: report.md, report.json, payout-deltas.svg (default var/whatif/ID)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON instead of Markdown")
+}
+
+// candidate checks the flags and returns the candidate model and the
+// what-if's input.
+func (f *whatIfFlags) candidate() (model.Model, whatif.Input, error) {
+	cand, err := candidateModel(f.provider, f.name, f.baseURL, f.prompts)
+	if err != nil {
+		return nil, whatif.Input{}, err
+	}
 	var policy *insurer.Rules
-	if *policyFile != "" {
-		p, err := insurer.Load(*policyFile, func(string) string { return "" })
+	if f.policyFile != "" {
+		p, err := insurer.Load(f.policyFile, func(string) string { return "" })
 		if err != nil {
-			return fail(fmt.Errorf("--policy: %w", err))
+			return nil, whatif.Input{}, fmt.Errorf("--policy: %w", err)
 		}
 		policy = &p
 	}
-	capMicros, err := dollarsToMicros(*spendCap)
+	capMicros, err := dollarsToMicros(f.spendCap)
 	if err != nil {
-		return fail(fmt.Errorf("--spend-cap %q: %w", *spendCap, err))
+		return nil, whatif.Input{}, fmt.Errorf("--spend-cap %q: %w", f.spendCap, err)
 	}
-	if capMicros > 0 && *priceIn == 0 && *priceOut == 0 {
-		return fail(errors.New("--spend-cap needs the candidate's price (--price-in, --price-out): without it every answer costs 0 and the cap never stops anything"))
+	if capMicros > 0 && f.priceIn == 0 && f.priceOut == 0 {
+		return nil, whatif.Input{}, errors.New("--spend-cap needs the candidate's price (--price-in, --price-out): without it every answer costs 0 and the cap never stops anything")
 	}
-	if *id != "" && !strings.HasPrefix(*id, claim.ReservedIDPrefix) {
+	if f.id != "" && !strings.HasPrefix(f.id, claim.ReservedIDPrefix) {
 		// The Temporal server's authorizer lets the what-if identity answer
 		// only runs named so (temporalserver/authz).
-		return fail(fmt.Errorf("--id %q: a what-if's ID begins %q", *id, claim.ReservedIDPrefix))
+		return nil, whatif.Input{}, fmt.Errorf("--id %q: a what-if's ID begins %q", f.id, claim.ReservedIDPrefix)
 	}
-	if *concurrency < 1 || *concurrency > 64 {
-		return fail(fmt.Errorf("--concurrency %d: want 1 to 64", *concurrency))
+	if f.concurrency < 1 || f.concurrency > 64 {
+		return nil, whatif.Input{}, fmt.Errorf("--concurrency %d: want 1 to 64", f.concurrency)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	st, err := store.OpenReadOnly(config.ClaimsDB())
-	if err != nil {
-		return fail(err)
-	}
-	defer st.Close()
-	bs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
-	if err != nil {
-		return fail(err)
-	}
-	defer bs.Close()
-	policies, err := activities.LoadPolicies(config.Get("POLICIES_FILE", ""))
-	if err != nil {
-		return fail(err)
-	}
-	c, err := dial(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	defer c.Close()
-
 	in := whatif.Input{Candidate: whatif.Candidate{Model: cand.Name(), PromptVersion: cand.PromptVersion(), Policy: policy},
-		Concurrency: *concurrency, SpendCapMicros: capMicros}
+		Concurrency: f.concurrency, SpendCapMicros: capMicros}
 	if policy != nil {
 		in.Candidate.PolicyVersion = policy.Version()
 	}
-	sel := selection{claims: *claims, since: *since, until: *until, outcome: *outcome, sample: *sample}
-	if *id == "" {
-		*id = defaultWhatIfID(sel, in, *priceIn, *priceOut, time.Now())
+	return cand, in, nil
+}
+
+// whatIfSources are what a what-if reads: the claims store (read-only),
+// the blob store, the policies, and Temporal.
+type whatIfSources struct {
+	st       *store.Store
+	bs       *blobs.Store
+	policies map[string]claim.Policy
+	c        client.Client
+}
+
+// openWhatIfSources opens the sources. On an error, whatever it opened
+// is closed again.
+func openWhatIfSources(ctx context.Context) (whatIfSources, error) {
+	st, err := store.OpenReadOnly(config.ClaimsDB())
+	if err != nil {
+		return whatIfSources{}, err
+	}
+	bs, err := blobs.Open(ctx, config.Get("BLOB_URL", ""))
+	if err != nil {
+		st.Close()
+		return whatIfSources{}, err
+	}
+	policies, err := activities.LoadPolicies(config.Get("POLICIES_FILE", ""))
+	if err != nil {
+		bs.Close()
+		st.Close()
+		return whatIfSources{}, err
+	}
+	c, err := dial(ctx)
+	if err != nil {
+		bs.Close()
+		st.Close()
+		return whatIfSources{}, err
+	}
+	return whatIfSources{st: st, bs: bs, policies: policies, c: c}, nil
+}
+
+func (s whatIfSources) close() {
+	s.c.Close()
+	s.bs.Close()
+	s.st.Close()
+}
+
+// start starts the what-if, or resumes the one with its ID (by default
+// derived from the selection and the candidate).
+func (f *whatIfFlags) start(ctx context.Context, src whatIfSources, in whatif.Input, stderr io.Writer) (client.WorkflowRun, error) {
+	sel := selection{claims: f.claims, since: f.since, until: f.until, outcome: f.outcome, sample: f.sample}
+	if f.id == "" {
+		f.id = defaultWhatIfID(sel, in, f.priceIn, f.priceOut, time.Now())
 	}
 	// What a resumed what-if must share with the one it resumes: the
 	// candidate (with its endpoint and price), the pace, the budget and
 	// the selection's flags.
-	identity := digest(fmt.Sprintf("%s %s %d %d %+v", digest(in), *baseURL, *priceIn, *priceOut, sel))
-	run, resumed, err := startWhatIf(ctx, c, *id, in, identity, func() ([]string, error) { return sel.resolve(ctx, st, *id) },
-		func(ids []string) error { return sel.admits(ctx, st, ids) })
+	identity := digest(fmt.Sprintf("%s %s %d %d %+v", digest(in), f.baseURL, f.priceIn, f.priceOut, sel))
+	run, resumed, err := startWhatIf(ctx, src.c, f.id, in, identity, func() ([]string, error) { return sel.resolve(ctx, src.st, f.id) },
+		func(ids []string) error { return sel.admits(ctx, src.st, ids) })
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	if resumed {
-		fmt.Fprintf(stderr, "whatif %s: resuming\n", *id)
+		fmt.Fprintf(stderr, "whatif %s: resuming\n", f.id)
 	} else {
-		fmt.Fprintf(stderr, "whatif %s: candidate %s (prompt %s), policy %s\n", *id, in.Candidate.Model,
+		fmt.Fprintf(stderr, "whatif %s: candidate %s (prompt %s), policy %s\n", f.id, in.Candidate.Model,
 			short(in.Candidate.PromptVersion), cmp.Or(short(in.Candidate.PolicyVersion), "as recorded"))
 	}
+	return run, nil
+}
 
-	acts := &whatif.Activities{Model: cand, Price: activities.Price{InMicrosPerMTok: *priceIn, OutMicrosPerMTok: *priceOut},
-		Store: st, Blobs: bs, Policies: policies, WhatIf: *id, Parent: parentOf(c)}
-	w := sdkworker.New(c, whatif.TaskQueue(*id), sdkworker.Options{MaxConcurrentActivityExecutionSize: 2 * *concurrency,
+// serve runs the what-if's own worker, which can only read and ask the
+// candidate, until stop.
+func (f *whatIfFlags) serve(src whatIfSources, cand model.Model) (stop func(), err error) {
+	acts := &whatif.Activities{Model: cand, Price: activities.Price{InMicrosPerMTok: f.priceIn, OutMicrosPerMTok: f.priceOut},
+		Store: src.st, Blobs: src.bs, Policies: src.policies, WhatIf: f.id, Parent: parentOf(src.c)}
+	w := sdkworker.New(src.c, whatif.TaskQueue(f.id), sdkworker.Options{MaxConcurrentActivityExecutionSize: 2 * f.concurrency,
 		MaxConcurrentLocalActivityExecutionSize: 1, DisableRegistrationAliasing: true,
 		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New()}})
 	whatif.Register(w, acts)
 	if err := w.Start(); err != nil {
-		return fail(err)
+		return nil, err
 	}
-	defer w.Stop()
+	return w.Stop, nil
+}
 
+// report waits for the what-if, shows its progress, writes the report
+// under --out and prints it.
+func (f *whatIfFlags) report(ctx context.Context, c client.Client, run client.WorkflowRun, stdout, stderr io.Writer) error {
 	sum, err := awaitWhatIf(ctx, c, run, stderr)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	rows, err := whatIfRows(ctx, c, *id, sum)
+	rows, err := whatIfRows(ctx, c, f.id, sum)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	rep := whatif.NewReport(*id, sum, rows, time.Now().UTC())
-	dir := cmp.Or(*out, filepath.Join("var", "whatif", *id))
+	rep := whatif.NewReport(f.id, sum, rows, time.Now().UTC())
+	dir := cmp.Or(f.out, filepath.Join("var", "whatif", f.id))
 	if err := writeReport(rep, dir); err != nil {
-		return fail(err)
+		return err
 	}
-	if *asJSON {
+	if f.asJSON {
 		err = rep.JSON(stdout)
 	} else {
 		err = rep.Markdown(stdout)
 	}
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	fmt.Fprintf(stderr, "whatif %s: report in %s\n", *id, dir)
-	return 0
+	fmt.Fprintf(stderr, "whatif %s: report in %s\n", f.id, dir)
+	return nil
 }
 
 // candidateModel is the model being tried.

@@ -54,66 +54,18 @@ func main() {
 }
 
 func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) error {
-	addr := getenv("INBOX_ADDR")
-	if addr == "" {
-		addr = "localhost:8088"
-	}
-	public := strings.TrimSuffix(getenv("INBOX_URL"), "/")
-	if public == "" {
-		public = "http://" + addr
-	}
-	pu, err := url.Parse(public)
-	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		return fmt.Errorf("INBOX_URL=%q: want http(s)://host[:port]", public)
-	}
-	dev := getenv("INBOX_DEV_LOGIN") == "1"
-	if dev && !config.IsLoopback(addr) {
-		return fmt.Errorf("INBOX_DEV_LOGIN=1 lets anyone sign in as any approver: it is refused unless INBOX_ADDR is a loopback address, not %q", addr)
-	}
-	if dev && getenv("OIDC_ISSUER") != "" {
-		return errors.New("INBOX_DEV_LOGIN=1 and OIDC_ISSUER are both set: choose one")
-	}
-	if !dev && (getenv("OIDC_ISSUER") == "" || getenv("OIDC_CLIENT_ID") == "") {
-		return errors.New("set OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET (or, on loopback for development, INBOX_DEV_LOGIN=1)")
-	}
-
-	sessionKey, err := base64.StdEncoding.DecodeString(getenv("INBOX_SESSION_KEY"))
-	switch {
-	case err != nil:
-		return fmt.Errorf("INBOX_SESSION_KEY: want base64: %w", err)
-	case len(sessionKey) == 0 && dev:
-		sessionKey = make([]byte, 32)
-		_, _ = rand.Read(sessionKey)
-		logger.Warn("INBOX_SESSION_KEY is not set: a random key for this process only (development); replicas must share one")
-	case len(sessionKey) == 0:
-		return errors.New("INBOX_SESSION_KEY is required: base64 of 32 random bytes, the same on every replica (openssl rand -base64 32)")
-	}
-	ck, err := newCookies(sessionKey, pu.Scheme == "https")
-	if err != nil {
-		return fmt.Errorf("INBOX_SESSION_KEY: %w", err)
-	}
-
-	keyPath := cmp.Or(getenv("INBOX_SIGNING_KEY"), config.IfExists(config.LocalInboxKey))
-	if keyPath == "" {
-		return errors.New("INBOX_SIGNING_KEY is required: the inbox's service key file (claimsctl keygen --service inbox --out FILE --directory APPROVERS_FILE)")
-	}
-	key, err := authority.ReadKeyFile(keyPath)
+	site, err := siteOf(getenv)
 	if err != nil {
 		return err
 	}
-	if key.Service == "" {
-		return fmt.Errorf("INBOX_SIGNING_KEY %s is %s's own key: the inbox signs for whoever signed in, with a service key", keyPath, key.Approver)
-	}
-	approvers := cmp.Or(getenv("APPROVERS_FILE"), config.IfExists(config.LocalApprovers))
-	directory := func() (authority.Book, error) { return authority.Load(approvers) }
-	book, err := directory()
+	ck, err := sessionCookies(getenv, site, logger)
 	if err != nil {
 		return err
 	}
-	if s, ok := book.Signer(key.Key.KeyID); !ok || s.Service != key.Service {
-		return fmt.Errorf("the approver directory does not list the inbox's key %s as a service key: the claims would refuse every decision it signs", key.Key.KeyID)
+	key, directory, err := signingKey(getenv)
+	if err != nil {
+		return err
 	}
-
 	c, err := config.Dial(ctx, logger)
 	if err != nil {
 		return err
@@ -128,7 +80,6 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 		return err
 	}
 	defer docs.Close()
-
 	// The approval queue the page lists is in the claims store
 	// (CLAIMS_DB), which the workflows keep.
 	queue, err := store.Open(config.ClaimsDB())
@@ -139,25 +90,114 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 
 	s := &server{log: logger, temporal: c, dc: dc, namespace: config.Get("TEMPORAL_NAMESPACE", "default"), blobs: docs,
 		queue: queue, cookies: ck, key: key, directory: directory}
-	if !dev {
-		if s.oidc, err = newOIDC(ctx, getenv("OIDC_ISSUER"), getenv("OIDC_CLIENT_ID"), getenv("OIDC_CLIENT_SECRET"), public+"/callback"); err != nil {
+	if !site.dev {
+		if s.oidc, err = newOIDC(ctx, getenv("OIDC_ISSUER"), getenv("OIDC_CLIENT_ID"), getenv("OIDC_CLIENT_SECRET"), site.public+"/callback"); err != nil {
 			return err
 		}
 	} else {
-		logger.Warn("DEVELOPMENT SIGN-IN: anyone who reaches this address can sign in as any approver; never for production", "addr", addr)
+		logger.Warn("DEVELOPMENT SIGN-IN: anyone who reaches this address can sign in as any approver; never for production", "addr", site.addr)
 	}
 	if s.pages, err = parsePages(); err != nil {
 		return err
 	}
 	s.routes()
+	return serve(ctx, s, site, logger)
+}
 
-	ln, err := net.Listen("tcp", addr)
+// site is where the inbox listens and how people sign in.
+type site struct {
+	addr   string // INBOX_ADDR
+	public string // INBOX_URL, no trailing slash
+	https  bool   // the public address is https: cookies are Secure
+	dev    bool   // INBOX_DEV_LOGIN: the development sign-in
+}
+
+// siteOf reads the site from the environment, refusing the development
+// sign-in anywhere but on loopback.
+func siteOf(getenv func(string) string) (site, error) {
+	st := site{addr: getenv("INBOX_ADDR"), public: strings.TrimSuffix(getenv("INBOX_URL"), "/"), dev: getenv("INBOX_DEV_LOGIN") == "1"}
+	if st.addr == "" {
+		st.addr = "localhost:8088"
+	}
+	if st.public == "" {
+		st.public = "http://" + st.addr
+	}
+	pu, err := url.Parse(st.public)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return st, fmt.Errorf("INBOX_URL=%q: want http(s)://host[:port]", st.public)
+	}
+	st.https = pu.Scheme == "https"
+	if st.dev && !config.IsLoopback(st.addr) {
+		return st, fmt.Errorf("INBOX_DEV_LOGIN=1 lets anyone sign in as any approver: it is refused unless INBOX_ADDR is a loopback address, not %q", st.addr)
+	}
+	if st.dev && getenv("OIDC_ISSUER") != "" {
+		return st, errors.New("INBOX_DEV_LOGIN=1 and OIDC_ISSUER are both set: choose one")
+	}
+	if !st.dev && (getenv("OIDC_ISSUER") == "" || getenv("OIDC_CLIENT_ID") == "") {
+		return st, errors.New("set OIDC_ISSUER, OIDC_CLIENT_ID and OIDC_CLIENT_SECRET (or, on loopback for development, INBOX_DEV_LOGIN=1)")
+	}
+	return st, nil
+}
+
+// sessionCookies seals sessions with INBOX_SESSION_KEY: required, except
+// for the development sign-in, which makes one for this process.
+func sessionCookies(getenv func(string) string, st site, logger *slog.Logger) (*cookies, error) {
+	sessionKey, err := base64.StdEncoding.DecodeString(getenv("INBOX_SESSION_KEY"))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("INBOX_SESSION_KEY: want base64: %w", err)
+	case len(sessionKey) == 0 && st.dev:
+		sessionKey = make([]byte, 32)
+		_, _ = rand.Read(sessionKey)
+		logger.Warn("INBOX_SESSION_KEY is not set: a random key for this process only (development); replicas must share one")
+	case len(sessionKey) == 0:
+		return nil, errors.New("INBOX_SESSION_KEY is required: base64 of 32 random bytes, the same on every replica (openssl rand -base64 32)")
+	}
+	ck, err := newCookies(sessionKey, st.https)
+	if err != nil {
+		return nil, fmt.Errorf("INBOX_SESSION_KEY: %w", err)
+	}
+	return ck, nil
+}
+
+// signingKey reads the inbox's service key (INBOX_SIGNING_KEY) and checks
+// that the approver directory (APPROVERS_FILE, read again on every
+// request) lists it as one: otherwise the claims would refuse every
+// decision it signs.
+func signingKey(getenv func(string) string) (authority.KeyFile, func() (authority.Book, error), error) {
+	keyPath := cmp.Or(getenv("INBOX_SIGNING_KEY"), config.IfExists(config.LocalInboxKey))
+	if keyPath == "" {
+		return authority.KeyFile{}, nil, errors.New("INBOX_SIGNING_KEY is required: the inbox's service key file (claimsctl keygen --service inbox --out FILE --directory APPROVERS_FILE)")
+	}
+	key, err := authority.ReadKeyFile(keyPath)
+	if err != nil {
+		return key, nil, err
+	}
+	if key.Service == "" {
+		return key, nil, fmt.Errorf("INBOX_SIGNING_KEY %s is %s's own key: the inbox signs for whoever signed in, with a service key", keyPath, key.Approver)
+	}
+	approvers := cmp.Or(getenv("APPROVERS_FILE"), config.IfExists(config.LocalApprovers))
+	directory := func() (authority.Book, error) { return authority.Load(approvers) }
+	book, err := directory()
+	if err != nil {
+		return key, nil, err
+	}
+	if s, ok := book.Signer(key.Key.KeyID); !ok || s.Service != key.Service {
+		return key, nil, fmt.Errorf("the approver directory does not list the inbox's key %s as a service key: the claims would refuse every decision it signs", key.Key.KeyID)
+	}
+	return key, directory, nil
+}
+
+// serve serves the inbox on the site's address until ctx ends, then shuts
+// down within 10 s.
+func serve(ctx context.Context, s *server, st site, logger *slog.Logger) error {
+	ln, err := net.Listen("tcp", st.addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	logger.Info("inbox listening", "url", public, "addr", ln.Addr().String(), "sign_in", map[bool]string{true: "development", false: "oidc"}[dev])
+	logger.Info("inbox listening", "url", st.public, "addr", ln.Addr().String(), "sign_in", map[bool]string{true: "development", false: "oidc"}[st.dev])
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -70,9 +70,62 @@ type options struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	o, paths, code := parseArgs(args, stderr)
+	if code != exitOK {
+		return code
+	}
+	// Validate everything before starting anything.
+	claims, ok := gatherClaims(o, paths, stderr)
+	inputs, checked := checkClaims(o, claims, stderr)
+	if !ok || !checked {
+		fmt.Fprintln(stderr, "starter: nothing started")
+		return exitInvalid
+	}
+	l, err := connect()
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return exitFailed
+	}
+	defer l.close()
+	// An interrupt stops taking claims; those under way finish. Each claim
+	// is idempotent (registered, then started under its own ID), so the
+	// same command run again resumes: a claim already started is reported
+	// and not started twice.
+	stop, unstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer unstop()
+	context.AfterFunc(stop, unstop) // a second interrupt ends the process at once
+	b := startAll(stop, o, l, claims, inputs, stdout, stderr)
+	return finish(stop, b, len(inputs), stdout, stderr)
+}
+
+// parseArgs reads the flags and finds the claim files; code is exitOK to
+// go on, or the exit code.
+func parseArgs(args []string, stderr io.Writer) (o options, paths []string, code int) {
 	fs := flag.NewFlagSet("starter", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o options
+	o.define(fs)
+	if err := fs.Parse(args); err != nil {
+		return o, nil, exitInvalid
+	}
+	if o.concurrency < 1 || o.timeout <= 0 || o.progress < 0 || o.priority < 0 || o.priority > 5 {
+		fmt.Fprintln(stderr, "starter: --concurrency must be 1 or more, --timeout positive, --progress 0 or more, --priority 1 to 5 (0: the default)")
+		return o, nil, exitInvalid
+	}
+	paths, err := claimFiles(fs.Args())
+	if err != nil {
+		fmt.Fprintln(stderr, "starter:", err)
+		return o, nil, exitInvalid
+	}
+	if len(paths) == 0 && o.file.ClaimID == "" {
+		fmt.Fprintln(stderr, "starter: give claim files, or --claim-id and the other claim flags")
+		fs.Usage()
+		return o, nil, exitInvalid
+	}
+	return o, paths, exitOK
+}
+
+// define defines the flags on fs.
+func (o *options) define(fs *flag.FlagSet) {
 	// Every option defaults to the worker's policy; one given here may only
 	// tighten it (a looser one is refused by the worker, naming it).
 	fs.StringVar(&o.autoApprove, "auto-approve", "", "largest payout paid without a human, in the claim's currency (default: the worker's policy; lower only)")
@@ -101,55 +154,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.file.Amount, "amount", "", "claimed amount, a decimal string like 1840.00")
 	fs.StringVar(&o.file.Currency, "currency", "usd", "currency")
 	fs.StringVar(&o.file.Description, "description", "", "what happened")
-	if err := fs.Parse(args); err != nil {
-		return exitInvalid
-	}
-	if o.concurrency < 1 || o.timeout <= 0 || o.progress < 0 || o.priority < 0 || o.priority > 5 {
-		fmt.Fprintln(stderr, "starter: --concurrency must be 1 or more, --timeout positive, --progress 0 or more, --priority 1 to 5 (0: the default)")
-		return exitInvalid
-	}
-	paths, err := claimFiles(fs.Args())
-	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return exitInvalid
-	}
-	if len(paths) == 0 && o.file.ClaimID == "" {
-		fmt.Fprintln(stderr, "starter: give claim files, or --claim-id and the other claim flags")
-		fs.Usage()
-		return exitInvalid
-	}
+}
 
-	// Validate everything before starting anything.
-	type named struct {
-		source string
-		claim  claim.Claim
-		root   string // documents are read only under it
-	}
-	var claims []named
-	bad := false
+// namedClaim is a claim and where it came from: a file, or the flags.
+type namedClaim struct {
+	source string
+	claim  claim.Claim
+	root   string // documents are read only under it
+}
+
+// gatherClaims reads the claim from the flags and those in the files,
+// reporting each that does not parse; ok is false if any did not.
+func gatherClaims(o options, paths []string, stderr io.Writer) (claims []namedClaim, ok bool) {
+	ok = true
 	if o.file.ClaimID != "" {
 		c, err := o.file.Claim()
 		if err != nil {
 			report(stderr, "flags", err)
-			bad = true
+			ok = false
 		}
 		root := o.docsRoot
 		if root == "" {
 			root = "." // a claim from flags has no documents
 		}
-		claims = append(claims, named{"flags", c, root})
+		claims = append(claims, namedClaim{"flags", c, root})
 	}
 	for _, path := range paths {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
-			bad = true
+			ok = false
 			continue
 		}
 		c, err := claim.Parse(data)
 		if err != nil {
 			report(stderr, path, err)
-			bad = true
+			ok = false
 		}
 		// Document paths are relative to the claim file, and read only under
 		// the documents root: by default, the claim file's own directory.
@@ -162,84 +202,102 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if root == "" {
 			root = filepath.Dir(path)
 		}
-		claims = append(claims, named{path, c, root})
+		claims = append(claims, namedClaim{path, c, root})
 	}
+	return claims, ok
+}
+
+// checkClaims checks the claims' documents, that no claim ID comes twice,
+// and the options against each claim, and returns the workflows' inputs;
+// ok is false if anything was reported.
+func checkClaims(o options, claims []namedClaim, stderr io.Writer) (inputs []workflows.ClaimInput, ok bool) {
+	ok = true
 	for _, n := range claims {
 		if err := checkDocuments(n.claim, n.root); err != nil {
 			report(stderr, n.source, err)
-			bad = true
+			ok = false
 		}
 	}
 	seen := map[string]string{}
 	for _, n := range claims {
 		if prev, dup := seen[n.claim.ID]; dup && n.claim.ID != "" {
 			fmt.Fprintf(stderr, "%s: claim_id: %s is also in %s\n", n.source, n.claim.ID, prev)
-			bad = true
+			ok = false
 		}
 		seen[n.claim.ID] = n.source
 	}
-	inputs := make([]workflows.ClaimInput, 0, len(claims))
+	inputs = make([]workflows.ClaimInput, 0, len(claims))
 	for _, n := range claims {
 		in, err := o.input(n.claim)
 		if err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", n.source, err)
-			bad = true
+			ok = false
 		}
 		inputs = append(inputs, in)
 	}
-	if bad {
-		fmt.Fprintln(stderr, "starter: nothing started")
-		return exitInvalid
-	}
+	return inputs, ok
+}
 
-	logger := config.Logger("starter")
+// links are what the starter talks to: the claims store, Temporal, and
+// the blob store documents go to.
+type links struct {
+	st   *store.Store
+	c    client.Client
+	docs *blobs.Store
+}
+
+// connect opens the links. On an error, whatever it opened is closed
+// again.
+func connect() (links, error) {
 	setup, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	st, err := store.Open(config.ClaimsDB())
 	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return exitFailed
+		return links{}, err
 	}
-	defer st.Close()
 	c, err := config.Dial(setup, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return exitFailed
+		st.Close()
+		return links{}, err
 	}
-	defer c.Close()
 	docs, err := blobs.Open(setup, config.Get("BLOB_URL", ""))
 	if err != nil {
-		fmt.Fprintln(stderr, "starter:", err)
-		return exitFailed
+		c.Close()
+		st.Close()
+		return links{}, err
 	}
-	defer docs.Close()
+	return links{st: st, c: c, docs: docs}, nil
+}
 
-	// An interrupt stops taking claims; those under way finish. Each claim
-	// is idempotent (registered, then started under its own ID), so the
-	// same command run again resumes: a claim already started is reported
-	// and not started twice.
-	stop, unstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer unstop()
-	context.AfterFunc(stop, unstop) // a second interrupt ends the process at once
+func (l links) close() {
+	l.docs.Close()
+	l.c.Close()
+	l.st.Close()
+}
+
+// startAll registers and starts every claim, o.concurrency at a time,
+// until all are done or stop ends.
+func startAll(stop context.Context, o options, l links, claims []namedClaim, inputs []workflows.ClaimInput, stdout, stderr io.Writer) *batch {
+	logger := config.Logger("starter")
 	b := &batch{out: &lockedWriter{w: stdout}, total: len(inputs), hint: len(inputs) == 1}
 	errOut := &lockedWriter{w: stderr}
 	one := func(i int) outcome {
 		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 		defer cancel()
 		in := inputs[i]
-		if err := storeDocuments(ctx, docs, &in.Claim, claims[i].root); err != nil {
+		if err := storeDocuments(ctx, l.docs, &in.Claim, claims[i].root); err != nil {
 			fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
 			return failed
 		}
 		if o.registerOnly {
-			if _, _, err := st.PutClaim(ctx, in.Claim); err != nil {
+			if _, _, err := l.st.PutClaim(ctx, in.Claim); err != nil {
 				fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
 				return outcomeOf(err)
 			}
 			fmt.Fprintf(b.out, "registered %s, %s %s (not started)\n", in.Claim.ID, in.Claim.Amount(), in.Claim.Currency)
 			return registered
 		}
-		res, err := start(ctx, c, st, in, o.priority, b.out, b.hint)
+		res, err := start(ctx, l.c, l.st, in, o.priority, b.out, b.hint)
 		if err != nil {
 			logger.Error("start failed", "claim", in.Claim.ID, "error", err)
 			fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
@@ -252,20 +310,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		progress = errOut
 	}
 	b.run(stop, o.concurrency, one, progress, o.progress)
+	return b
+}
+
+// finish says how the batch went and returns the exit code.
+func finish(stop context.Context, b *batch, total int, stdout, stderr io.Writer) int {
 	if !b.hint && b.count(started) > 0 {
 		fmt.Fprintln(stdout, "  a claim waiting for a decision (claimsctl list --status waiting) is decided with: "+
 			"temporal workflow update execute --workflow-id CLAIM --name decide --input \"$(claimsctl receipt approve CLAIM --key YOUR.key)\"")
 	}
-	if stop.Err() != nil && b.done() < len(inputs) {
+	if stop.Err() != nil && b.done() < total {
 		fmt.Fprintf(stderr, "starter: interrupted after %d of %d claims (%s); run the same command again to go on: claims already started are not started twice\n",
-			b.done(), len(inputs), b.summary())
+			b.done(), total, b.summary())
 		if b.count(conflict) > 0 {
 			return exitInvalid
 		}
 		return exitFailed
 	}
-	if len(inputs) >= progressFrom {
-		fmt.Fprintf(stderr, "starter: %d claims in %s: %s\n", len(inputs), b.elapsed().Round(time.Second), b.summary())
+	if total >= progressFrom {
+		fmt.Fprintf(stderr, "starter: %d claims in %s: %s\n", total, b.elapsed().Round(time.Second), b.summary())
 	}
 	switch {
 	case b.count(conflict) > 0:

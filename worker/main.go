@@ -92,52 +92,20 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 		return err
 	}
 	defer closeActs()
-	// Crash injection (--crash-at) is worker plumbing around the activities:
-	// an activity interceptor, and a Mailer that crashes between sending and
-	// recording the message sent. Without the flag, neither is there.
-	var crashes *crash.Injector
-	if crashAt != "" {
-		points, err := crash.Parse(crashAt)
-		if err != nil {
-			return err
-		}
-		if crashState == "" && store.IsPostgres(config.ClaimsDB()) {
-			return errors.New("--crash-at with a PostgreSQL claims store needs --crash-state FILE (shared by the workers it should fire once across)")
-		}
-		if crashState == "" {
-			crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
-		}
-		if batch.wait <= 0 {
-			return errors.New("--crash-batch-wait: want a positive duration")
-		}
-		crashes = crash.New(points, crashState, logger).Batch(batch.n, batch.wait)
-		acts.Mailer = crashes.Mailer(acts.Mailer)
-		logger.Warn("crash injection armed", "points", crashAt, "state", crashState, "batch", batch.n)
+	crashes, err := armCrashes(acts, crashAt, crashState, batch, logger)
+	if err != nil {
+		return err
 	}
-
 	prometheus, err := metricsprom.New()
 	if err != nil {
 		return err
 	}
 	defer prometheus.Close()
-	if addr := config.Get("METRICS_ADDR", ""); addr != "" {
-		debug, err := config.Bool("DEBUG_ENDPOINTS", false)
-		if err != nil {
-			return err
-		}
-		stop, err := serveDebug(addr, debug, prometheus.HTTPHandler(), logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	// A claim parked on a long timer gives up this worker's sticky queue
-	// and its cache: when the timer fires, any worker takes it at once
-	// (worker/parked). Its interceptor must be the outermost.
-	release, err := config.Duration("STICKY_RELEASE_AFTER", parked.DefaultAfter)
+	stopDebug, err := serveMetrics(prometheus, logger)
 	if err != nil {
 		return err
 	}
+	defer stopDebug()
 	// Every worker is a Worker Deployment Version (WORKER_DEPLOYMENT,
 	// WORKER_BUILD_ID): a new build takes claims only when it is made
 	// current or ramping (docs/operations.md, "Deploying a build").
@@ -145,52 +113,151 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	if err != nil {
 		return err
 	}
-	// Its workflow task completions are signed, and a claim's history that
-	// fails replay is checked for completions a stranger wrote
-	// (worker/provenance, tampered.go).
-	foreign := prometheus.Handler.Counter(metrics.ForeignWorkflowTasks)
-	guard, err := newProvenanceGuard(acts.Store, deployment, func() { foreign.Inc(1) }, logger)
-	if err != nil {
-		return err
-	}
-	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
-		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), guard.dialOption()),
-		func(o *client.Options) { o.Logger = parked.Logger(o.Logger) })
+	c, guard, err := dial(acts.Store, deployment, prometheus, logger)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	guard.dialled(c)
-	// Claim runs a stranger ended outright are found by their closing
-	// with the claim still open in the store (FOREIGN_SWEEP_EVERY,
-	// default 1m; "0" turns it off).
-	sweepEvery, err := config.Duration("FOREIGN_SWEEP_EVERY", time.Minute)
+	stopSweep, err := sweepForeignEnds(guard)
 	if err != nil {
 		return err
 	}
-	swctx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
-	go guard.sweep(swctx, sweepEvery)
-
 	recorder := refusals.New(acts.Store, logger)
 	defer recorder.Close()
 	// CLAIMS_TASK_QUEUE isolates a worker (the crash tests run one per case);
 	// everything else uses the contract's queue.
 	queue := config.Get("CLAIMS_TASK_QUEUE", workflows.TaskQueue)
-	// The activities act only for this worker's own runs: the server says
-	// which those are (activities/authority.go).
-	acts.Runs = activities.Runs{TaskQueue: queue, ClaimWorkflow: workflows.WorkflowType, ReconcileWorkflow: workflows.ReconcileWorkflowType,
-		Describe: describer(c)}
-	// Step 9 writes each closed claim's file from the run's history
-	// (docs/records.md); the ledger key signs the log's checkpoints.
-	if acts.ClaimFiles, err = claimFiles(c); err != nil {
-		return err
-	}
-	stopCheckpoints, err := publishCheckpoints(acts, logger)
+	stopCheckpoints, err := bindActivities(acts, c, queue, deployment, logger)
 	if err != nil {
 		return err
 	}
 	defer stopCheckpoints()
+	w, err := newWorker(c, queue, acts, deployment, recorder, prometheus, crashes)
+	if err != nil {
+		return err
+	}
+	if err := ensureReconcileSchedule(c, logger); err != nil {
+		return err
+	}
+	stopGauges := watchApprovals(c, prometheus.Handler, logger)
+	defer stopGauges()
+	stopHeal, err := healQueue(c, acts.Store, logger)
+	if err != nil {
+		return err
+	}
+	defer stopHeal()
+	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name(),
+		"prompt_version", acts.Model.PromptVersion(), "deployment", deployment.Name, "build_id", deployment.BuildID, "versioning", deployment.Versioning)
+	if err := serve(w, c, deployment, acts.Store, prometheus, logger); err != nil {
+		return err
+	}
+	logger.Info("worker drained and stopped")
+	return nil
+}
+
+// armCrashes arms crash injection (--crash-at): worker plumbing around the
+// activities, an activity interceptor and a Mailer that crashes between
+// sending and recording the message sent. Without the flag, neither is
+// there and it returns nil.
+func armCrashes(acts *activities.Activities, crashAt, crashState string, batch crashBatch, logger *slog.Logger) (*crash.Injector, error) {
+	if crashAt == "" {
+		return nil, nil
+	}
+	points, err := crash.Parse(crashAt)
+	if err != nil {
+		return nil, err
+	}
+	if crashState == "" && store.IsPostgres(config.ClaimsDB()) {
+		return nil, errors.New("--crash-at with a PostgreSQL claims store needs --crash-state FILE (shared by the workers it should fire once across)")
+	}
+	if crashState == "" {
+		crashState = filepath.Join(filepath.Dir(config.ClaimsDB()), "crash-fired")
+	}
+	if batch.wait <= 0 {
+		return nil, errors.New("--crash-batch-wait: want a positive duration")
+	}
+	crashes := crash.New(points, crashState, logger).Batch(batch.n, batch.wait)
+	acts.Mailer = crashes.Mailer(acts.Mailer)
+	logger.Warn("crash injection armed", "points", crashAt, "state", crashState, "batch", batch.n)
+	return crashes, nil
+}
+
+// serveMetrics serves the metrics (and, with DEBUG_ENDPOINTS, the debug
+// endpoints) on METRICS_ADDR when it is set.
+func serveMetrics(prometheus *metricsprom.Prometheus, logger *slog.Logger) (stop func(), err error) {
+	addr := config.Get("METRICS_ADDR", "")
+	if addr == "" {
+		return func() {}, nil
+	}
+	debug, err := config.Bool("DEBUG_ENDPOINTS", false)
+	if err != nil {
+		return nil, err
+	}
+	return serveDebug(addr, debug, prometheus.HTTPHandler(), logger)
+}
+
+// dial connects to Temporal as a claims worker does: a claim parked on a
+// long timer gives up this worker's sticky queue and its cache, so that
+// when the timer fires any worker takes it at once (worker/parked, whose
+// interceptor must be the outermost), and the worker's workflow task
+// completions are signed, a claim's history that fails replay checked for
+// completions a stranger wrote (worker/provenance, tampered.go).
+func dial(st *store.Store, deployment config.Deployment, prometheus *metricsprom.Prometheus, logger *slog.Logger) (client.Client, *provenanceGuard, error) {
+	release, err := config.Duration("STICKY_RELEASE_AFTER", parked.DefaultAfter)
+	if err != nil {
+		return nil, nil, err
+	}
+	foreign := prometheus.Handler.Counter(metrics.ForeignWorkflowTasks)
+	guard, err := newProvenanceGuard(st, deployment, func() { foreign.Inc(1) }, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
+		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), guard.dialOption()),
+		func(o *client.Options) { o.Logger = parked.Logger(o.Logger) })
+	if err != nil {
+		return nil, nil, err
+	}
+	guard.dialled(c)
+	return c, guard, nil
+}
+
+// sweepForeignEnds looks, every FOREIGN_SWEEP_EVERY (default 1m; "0" turns
+// it off), for claim runs a stranger ended outright: closed with the claim
+// still open in the store.
+func sweepForeignEnds(guard *provenanceGuard) (stop func(), err error) {
+	every, err := config.Duration("FOREIGN_SWEEP_EVERY", time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go guard.sweep(ctx, every)
+	return cancel, nil
+}
+
+// bindActivities gives the activities what only a connected worker knows:
+// the runs they act for (the server says which are this worker's own,
+// activities/authority.go), the histories step 9 writes each closed
+// claim's file from (docs/records.md), and the build every model answer
+// and decision names (workflows.WorkerBuild; the server records the same
+// ID with each task it completes). The ledger key signs the claim-file
+// log's checkpoints until stop.
+func bindActivities(acts *activities.Activities, c client.Client, queue string, deployment config.Deployment, logger *slog.Logger) (stop func(), err error) {
+	acts.Runs = activities.Runs{TaskQueue: queue, ClaimWorkflow: workflows.WorkflowType, ReconcileWorkflow: workflows.ReconcileWorkflowType,
+		Describe: describer(c)}
+	if acts.ClaimFiles, err = claimFiles(c); err != nil {
+		return nil, err
+	}
+	acts.BuildID = deployment.BuildID
+	return publishCheckpoints(acts, logger)
+}
+
+// newWorker makes the worker on the task queue with the claims' workflows
+// and activities registered, and records that this build ran here:
+// routing to one that never did is an alert (watchDeployment).
+func newWorker(c client.Client, queue string, acts *activities.Activities, deployment config.Deployment,
+	recorder *refusals.Recorder, prometheus *metricsprom.Prometheus, crashes *crash.Injector) (worker.Worker, error) {
 	interceptors := append(rehearsal[:len(rehearsal):len(rehearsal)], workflows.WorkerBuild(deployment.BuildID),
 		heartbeat.New(), recorder, prometheus.Interceptor())
 	if crashes != nil {
@@ -213,26 +280,24 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	// claims in flight and claims parked alike (docs/performance.md), and
 	// set otherwise for a catastrophe week (docs/operations.md).
 	if err := config.Tune(&opts); err != nil {
-		return err
+		return nil, err
 	}
 	opts.DeploymentOptions = deploymentOptions(deployment)
-	// Every model answer names the build that asked for it; every decision
-	// the build whose workflow task took it (workflows.WorkerBuild; the
-	// server records the same ID with each task it completes).
-	acts.BuildID = deployment.BuildID
-	// This build ran here: routing to one that never did is an alert
-	// (watchDeployment).
 	if err := acts.Store.RecordBuild(context.Background(), deployment.Name, deployment.BuildID); err != nil {
-		return err
+		return nil, err
 	}
 	w := worker.New(c, queue, opts)
 	workflows.Register(w)
 	w.RegisterActivity(acts) // ReconcilePayments included: a method of acts
-	// The reconciliation schedule: brought to RECONCILE_EVERY when it is
-	// set ("0" removes it); otherwise created hourly if missing, and an
-	// existing one left as an operator set it (claimsctl schedule), so a
-	// restart does not undo it. A failure is logged, not fatal: claims do
-	// not wait on it.
+	return w, nil
+}
+
+// ensureReconcileSchedule brings the reconciliation schedule to
+// RECONCILE_EVERY when it is set ("0" removes it); otherwise it creates an
+// hourly one if missing, and leaves an existing one as an operator set it
+// (claimsctl schedule), so a restart does not undo it. A failure is
+// logged, not fatal: claims do not wait on it.
+func ensureReconcileSchedule(c client.Client, logger *slog.Logger) error {
 	every, err := config.Duration("RECONCILE_EVERY", workflows.DefaultReconcileEvery)
 	if err != nil {
 		return err
@@ -241,49 +306,49 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	if config.Get("RECONCILE_EVERY", "") != "" {
 		ensure = workflows.EnsureReconcileSchedule
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	if did, err := ensure(sctx, c, every); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if did, err := ensure(ctx, c, every); err != nil {
 		logger.Error("reconcile schedule not set", "schedule", workflows.ReconcileScheduleID, "every", every, "error", err)
 	} else {
 		logger.Info("reconcile schedule", "schedule", workflows.ReconcileScheduleID, "every", every, "result", did)
 	}
-	cancel()
-	stopGauges := watchApprovals(c, prometheus.Handler, logger)
-	defer stopGauges()
-	// The approval queue the inbox lists is kept by the workflows; this
-	// mends what they could not write (worker/queueheal). QUEUE_HEAL_EVERY
-	// (default 1m; "0" turns it off) is the cheap count check; every 15th
-	// is a full pass.
-	healEvery, err := config.Duration("QUEUE_HEAL_EVERY", time.Minute)
+	return nil
+}
+
+// healQueue mends what the workflows could not write of the approval queue
+// the inbox lists (worker/queueheal): QUEUE_HEAL_EVERY (default 1m; "0"
+// turns it off) is the cheap count check; every 15th is a full pass.
+func healQueue(c client.Client, st *store.Store, logger *slog.Logger) (stop func(), err error) {
+	every, err := config.Duration("QUEUE_HEAL_EVERY", time.Minute)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if healEvery > 0 {
-		hctx, stopHeal := context.WithCancel(context.Background())
-		defer stopHeal()
-		h := &queueheal.Healer{Temporal: c, Namespace: config.Get("TEMPORAL_NAMESPACE", "default"), Store: acts.Store, Log: logger}
-		go h.Run(hctx, healEvery, 15)
+	if every <= 0 {
+		return func() {}, nil
 	}
-	logger.Info("worker starting", "task_queue", queue, "claims_db", store.Redact(config.ClaimsDB()), "model", acts.Model.Name(),
-		"prompt_version", acts.Model.PromptVersion(), "deployment", deployment.Name, "build_id", deployment.BuildID, "versioning", deployment.Versioning)
-	// The version exists on the server once the worker has polled: the
-	// watcher reads it from then on, and makes it current when the
-	// deployment has none (worker/deployment.go).
-	dctx, stopWatch := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &queueheal.Healer{Temporal: c, Namespace: config.Get("TEMPORAL_NAMESPACE", "default"), Store: st, Log: logger}
+	go h.Run(ctx, every, 15)
+	return cancel, nil
+}
+
+// serve runs the worker until SIGTERM or SIGINT, and drains it. The
+// version exists on the server once the worker has polled: the watcher
+// reads it from then on, and makes it current when the deployment has
+// none (worker/deployment.go).
+func serve(w worker.Worker, c client.Client, deployment config.Deployment, st *store.Store, prometheus *metricsprom.Prometheus, logger *slog.Logger) error {
+	ctx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan struct{})
 	unknownBuilds := prometheus.Handler.Gauge(metrics.DeploymentUnknownBuilds)
 	go func() {
 		defer close(watched)
-		watchDeployment(dctx, c, deployment, acts.Store, func(n int) { unknownBuilds.Update(float64(n)) }, logger)
+		watchDeployment(ctx, c, deployment, st, func(n int) { unknownBuilds.Update(float64(n)) }, logger)
 	}()
-	err = w.Run(worker.InterruptCh())
+	err := w.Run(worker.InterruptCh())
 	stopWatch()
 	<-watched
-	if err != nil {
-		return err
-	}
-	logger.Info("worker drained and stopped")
-	return nil
+	return err
 }
 
 // replayCheck is `worker replay-check`: this binary's workflow code, and
@@ -478,15 +543,6 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	var mailer activities.Mailer = activities.SpoolMailer{Dir: config.MailSpool()}
-	if addr := config.Get("SMTP_ADDR", ""); addr != "" {
-		var auth smtp.Auth
-		if u := config.Get("SMTP_USERNAME", ""); u != "" {
-			host, _, _ := net.SplitHostPort(addr)
-			auth = smtp.PlainAuth("", u, config.Get("SMTP_PASSWORD", ""), host)
-		}
-		mailer = activities.SMTPMailer{Addr: addr, Auth: auth}
-	}
 	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", "")}.Resolve()
 	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
 	docs, err := blobs.Open(context.Background(), config.Get("BLOB_URL", ""))
@@ -502,17 +558,58 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 		return nil, nil, fmt.Errorf("CLAIM_FILE_LOCK=%s needs BLOB_URL to be an S3 bucket with Object Lock (s3://…)", docs.LockMode)
 	}
 	approversFile := config.ApproversFile()
+	rules, law, err := loadPolicy(approversFile, policies, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &activities.Activities{
+		Store:         st,
+		Stripe:        activities.NewStripeClient(stripeCfg),
+		Model:         provider,
+		Mailer:        newMailer(),
+		Policies:      policies,
+		Blobs:         docs,
+		ApproversFile: approversFile,
+		Rules:         rules,
+		Law:           law,
+		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
+		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
+		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
+		InboxURL:      config.Get("INBOX_URL", ""),
+	}, closeAll, nil
+}
+
+// newMailer is how claimants and adjusters are told: by SMTP_ADDR (with
+// SMTP_USERNAME and SMTP_PASSWORD), or into the MAIL_SPOOL directory.
+func newMailer() activities.Mailer {
+	addr := config.Get("SMTP_ADDR", "")
+	if addr == "" {
+		return activities.SpoolMailer{Dir: config.MailSpool()}
+	}
+	var auth smtp.Auth
+	if u := config.Get("SMTP_USERNAME", ""); u != "" {
+		host, _, _ := net.SplitHostPort(addr)
+		auth = smtp.PlainAuth("", u, config.Get("SMTP_PASSWORD", ""), host)
+	}
+	return activities.SMTPMailer{Addr: addr, Auth: auth}
+}
+
+// loadPolicy reads the rules the worker acts by: the approver directory
+// (APPROVERS_FILE), the insurer's policy (POLICY_FILE) and the
+// jurisdictions' rules (loadLaw). The worker refuses to start on a broken
+// one, or on rules that do not fit the policies.
+func loadPolicy(approversFile string, policies map[string]claim.Policy, logger *slog.Logger) (insurer.Rules, statute.Rules, error) {
 	book, err := authority.Load(approversFile)
 	if err != nil {
-		return nil, nil, err // refuse to start on a broken directory
+		return insurer.Rules{}, statute.Rules{}, err
 	}
 	rules, err := insurer.Load(config.Get("POLICY_FILE", ""), os.Getenv)
 	if err != nil {
-		return nil, nil, err // refuse to start on a broken policy
+		return insurer.Rules{}, statute.Rules{}, err
 	}
 	law, err := loadLaw(config.Get("JURISDICTION_RULES_FILE", ""), rules, policies)
 	if err != nil {
-		return nil, nil, err // refuse to start on rules that do not fit the policy
+		return insurer.Rules{}, statute.Rules{}, err
 	}
 	logger.Info("jurisdiction rules", "rule_set", law.Version, "default", law.Default, "jurisdictions", len(law.Jurisdictions))
 	keys := len(book.Services)
@@ -529,21 +626,7 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if rules.AllowUnsignedDecisions {
 		logger.Warn("DEVELOPMENT SWITCH ON: ALLOW_UNSIGNED_DECISIONS accepts decisions without a signed receipt; anyone who can reach the Temporal frontend can approve payments. The audit marks each such decision unauthenticated. Never run this in production.")
 	}
-	return &activities.Activities{
-		Store:         st,
-		Stripe:        activities.NewStripeClient(stripeCfg),
-		Model:         provider,
-		Mailer:        mailer,
-		Policies:      policies,
-		Blobs:         docs,
-		ApproversFile: approversFile,
-		Rules:         rules,
-		Law:           law,
-		From:          config.Get("MAIL_FROM", "claims@durableclaims.local"),
-		Adjusters:     config.Get("ADJUSTERS_EMAIL", "claims-adjusters@durableclaims.local"),
-		Supervisors:   config.Get("SUPERVISOR_EMAIL", "claims-supervisors@durableclaims.local"),
-		InboxURL:      config.Get("INBOX_URL", ""),
-	}, closeAll, nil
+	return rules, law, nil
 }
 
 // loadLaw reads the jurisdictions' rules (JURISDICTION_RULES_FILE: the

@@ -121,117 +121,160 @@ type Document struct {
 // the run's history, decoding payloads with dc (the worker's: it decrypts
 // what the codec encrypted, so the file is readable without the keys).
 func (f *File) FromHistory(events []*historypb.HistoryEvent, dc converter.DataConverter) {
-	decode := func(p *commonpb.Payloads) json.RawMessage {
-		if p == nil || len(p.GetPayloads()) == 0 {
-			return nil
-		}
-		var out []json.RawMessage
-		for _, one := range p.GetPayloads() {
-			var raw json.RawMessage
-			if err := dc.FromPayload(one, &raw); err != nil || !json.Valid(raw) {
-				raw, _ = json.Marshal(fmt.Sprintf("(not readable: %v)", err))
-			}
-			out = append(out, raw)
-		}
-		if len(out) == 1 {
-			return out[0]
-		}
-		b, _ := json.Marshal(out)
-		return b
-	}
-	scheduled := map[int64]int{}
-	updates := map[string]int{}
+	r := &historyReader{f: f, dc: dc, scheduled: map[int64]int{}, updates: map[string]int{}}
 	for _, e := range events {
-		at := e.GetEventTime().AsTime()
-		ev := Event{ID: e.GetEventId(), At: at, Type: strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_")}
-		switch e.GetEventType() {
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-			a := e.GetWorkflowExecutionStartedEventAttributes()
-			f.Input = decode(a.GetInput())
-			ev.Detail = a.GetWorkflowType().GetName() + " by " + a.GetIdentity()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-			a := e.GetActivityTaskScheduledEventAttributes()
-			scheduled[e.GetEventId()] = len(f.Steps)
-			f.Steps = append(f.Steps, Step{Activity: a.GetActivityType().GetName(), ScheduledAt: at, Outcome: "scheduled", Input: decode(a.GetInput())})
-			ev.Detail = a.GetActivityType().GetName()
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-			a := e.GetActivityTaskStartedEventAttributes()
-			if i, ok := scheduled[a.GetScheduledEventId()]; ok {
-				f.Steps[i].Attempt, f.Steps[i].Worker, f.Steps[i].Outcome = a.GetAttempt(), a.GetIdentity(), "started"
-				if lf := a.GetLastFailure(); lf != nil {
-					f.Steps[i].Failure = lf.GetMessage()
-				}
-				ev.Detail = fmt.Sprintf("%s attempt %d on %s", f.Steps[i].Activity, a.GetAttempt(), a.GetIdentity())
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-			a := e.GetActivityTaskCompletedEventAttributes()
-			if i, ok := scheduled[a.GetScheduledEventId()]; ok {
-				f.Steps[i].Outcome, f.Steps[i].Output, f.Steps[i].ClosedAt = "completed", decode(a.GetResult()), at
-				ev.Detail = f.Steps[i].Activity
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
-			a := e.GetActivityTaskFailedEventAttributes()
-			if i, ok := scheduled[a.GetScheduledEventId()]; ok {
-				f.Steps[i].Outcome, f.Steps[i].Failure, f.Steps[i].ClosedAt = "failed", a.GetFailure().GetMessage(), at
-				ev.Detail = f.Steps[i].Activity + ": " + a.GetFailure().GetMessage()
-			}
-		case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
-			a := e.GetActivityTaskTimedOutEventAttributes()
-			if i, ok := scheduled[a.GetScheduledEventId()]; ok {
-				f.Steps[i].Outcome, f.Steps[i].Failure, f.Steps[i].ClosedAt = "timed out", a.GetFailure().GetMessage(), at
-				ev.Detail = f.Steps[i].Activity
-			}
-		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			m := e.GetMarkerRecordedEventAttributes()
-			ev.Detail = m.GetMarkerName()
-			if m.GetMarkerName() != "LocalActivity" {
-				break
-			}
-			var data struct {
-				ActivityType string
-				Attempt      int32
-			}
-			if dc.FromPayloads(m.GetDetails()["data"], &data) != nil {
-				break
-			}
-			s := Step{Activity: data.ActivityType, Local: true, Attempt: data.Attempt, ClosedAt: at, Outcome: "completed",
-				Output: decode(m.GetDetails()["result"])}
-			if fl := m.GetFailure(); fl != nil {
-				s.Outcome, s.Failure, s.Output = "failed", fl.GetMessage(), nil
-			}
-			f.Steps = append(f.Steps, s)
-			ev.Detail = "local " + data.ActivityType
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-			a := e.GetWorkflowExecutionSignaledEventAttributes()
-			f.Messages = append(f.Messages, Message{Kind: "signal", Name: a.GetSignalName(), At: at, From: a.GetIdentity(), Input: decode(a.GetInput())})
-			ev.Detail = a.GetSignalName() + " from " + a.GetIdentity()
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-			a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes()
-			req := a.GetAcceptedRequest()
-			updates[req.GetMeta().GetUpdateId()] = len(f.Messages)
-			f.Messages = append(f.Messages, Message{Kind: "update", Name: req.GetInput().GetName(), At: at,
-				From: req.GetMeta().GetIdentity(), Input: decode(req.GetInput().GetArgs()), Outcome: "accepted"})
-			ev.Detail = req.GetInput().GetName() + " from " + req.GetMeta().GetIdentity()
-		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
-			a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
-			if i, ok := updates[a.GetMeta().GetUpdateId()]; ok {
-				if fl := a.GetOutcome().GetFailure(); fl != nil {
-					f.Messages[i].Outcome = "refused: " + fl.GetMessage()
-				} else {
-					f.Messages[i].Outcome = "answered"
-				}
-			}
-		case enumspb.EVENT_TYPE_TIMER_STARTED:
-			a := e.GetTimerStartedEventAttributes()
-			ev.Detail = "timer " + a.GetTimerId() + " for " + a.GetStartToFireTimeout().AsDuration().String()
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
-			ev.BuildID = taskBuildID(e.GetWorkflowTaskCompletedEventAttributes())
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
-			ev.Detail = "a worker died with the task; another ran it again from history"
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
-			ev.Detail = e.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage()
+		f.Timeline = append(f.Timeline, r.read(e))
+	}
+}
+
+// historyReader fills a file from a history, event by event.
+type historyReader struct {
+	f         *File
+	dc        converter.DataConverter
+	scheduled map[int64]int  // an activity's scheduled event ID → its step
+	updates   map[string]int // an update's ID → its message
+}
+
+// decode reads payloads as JSON: one payload as itself, several as an
+// array, one that does not decode as a note saying so.
+func (r *historyReader) decode(p *commonpb.Payloads) json.RawMessage {
+	if p == nil || len(p.GetPayloads()) == 0 {
+		return nil
+	}
+	var out []json.RawMessage
+	for _, one := range p.GetPayloads() {
+		var raw json.RawMessage
+		if err := r.dc.FromPayload(one, &raw); err != nil || !json.Valid(raw) {
+			raw, _ = json.Marshal(fmt.Sprintf("(not readable: %v)", err))
 		}
-		f.Timeline = append(f.Timeline, ev)
+		out = append(out, raw)
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	b, _ := json.Marshal(out)
+	return b
+}
+
+// read takes in one event, and returns its line of the timeline.
+func (r *historyReader) read(e *historypb.HistoryEvent) Event {
+	f := r.f
+	at := e.GetEventTime().AsTime()
+	ev := Event{ID: e.GetEventId(), At: at, Type: strings.TrimPrefix(e.GetEventType().String(), "EVENT_TYPE_")}
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+		a := e.GetWorkflowExecutionStartedEventAttributes()
+		f.Input = r.decode(a.GetInput())
+		ev.Detail = a.GetWorkflowType().GetName() + " by " + a.GetIdentity()
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		r.activity(e, &ev)
+	case enumspb.EVENT_TYPE_MARKER_RECORDED:
+		r.marker(e, &ev)
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+		enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+		r.message(e, &ev)
+	case enumspb.EVENT_TYPE_TIMER_STARTED:
+		a := e.GetTimerStartedEventAttributes()
+		ev.Detail = "timer " + a.GetTimerId() + " for " + a.GetStartToFireTimeout().AsDuration().String()
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+		ev.BuildID = taskBuildID(e.GetWorkflowTaskCompletedEventAttributes())
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+		ev.Detail = "a worker died with the task; another ran it again from history"
+	case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+		ev.Detail = e.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage()
+	}
+	return ev
+}
+
+// activity follows a regular activity's step: scheduled, started (which
+// attempt, on which worker), and how it ended.
+func (r *historyReader) activity(e *historypb.HistoryEvent, ev *Event) {
+	f, at := r.f, ev.At
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+		a := e.GetActivityTaskScheduledEventAttributes()
+		r.scheduled[e.GetEventId()] = len(f.Steps)
+		f.Steps = append(f.Steps, Step{Activity: a.GetActivityType().GetName(), ScheduledAt: at, Outcome: "scheduled", Input: r.decode(a.GetInput())})
+		ev.Detail = a.GetActivityType().GetName()
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+		a := e.GetActivityTaskStartedEventAttributes()
+		if i, ok := r.scheduled[a.GetScheduledEventId()]; ok {
+			f.Steps[i].Attempt, f.Steps[i].Worker, f.Steps[i].Outcome = a.GetAttempt(), a.GetIdentity(), "started"
+			if lf := a.GetLastFailure(); lf != nil {
+				f.Steps[i].Failure = lf.GetMessage()
+			}
+			ev.Detail = fmt.Sprintf("%s attempt %d on %s", f.Steps[i].Activity, a.GetAttempt(), a.GetIdentity())
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+		a := e.GetActivityTaskCompletedEventAttributes()
+		if i, ok := r.scheduled[a.GetScheduledEventId()]; ok {
+			f.Steps[i].Outcome, f.Steps[i].Output, f.Steps[i].ClosedAt = "completed", r.decode(a.GetResult()), at
+			ev.Detail = f.Steps[i].Activity
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED:
+		a := e.GetActivityTaskFailedEventAttributes()
+		if i, ok := r.scheduled[a.GetScheduledEventId()]; ok {
+			f.Steps[i].Outcome, f.Steps[i].Failure, f.Steps[i].ClosedAt = "failed", a.GetFailure().GetMessage(), at
+			ev.Detail = f.Steps[i].Activity + ": " + a.GetFailure().GetMessage()
+		}
+	case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+		a := e.GetActivityTaskTimedOutEventAttributes()
+		if i, ok := r.scheduled[a.GetScheduledEventId()]; ok {
+			f.Steps[i].Outcome, f.Steps[i].Failure, f.Steps[i].ClosedAt = "timed out", a.GetFailure().GetMessage(), at
+			ev.Detail = f.Steps[i].Activity
+		}
+	}
+}
+
+// marker reads a marker: a local activity's is a step of its own.
+func (r *historyReader) marker(e *historypb.HistoryEvent, ev *Event) {
+	m := e.GetMarkerRecordedEventAttributes()
+	ev.Detail = m.GetMarkerName()
+	if m.GetMarkerName() != "LocalActivity" {
+		return
+	}
+	var data struct {
+		ActivityType string
+		Attempt      int32
+	}
+	if r.dc.FromPayloads(m.GetDetails()["data"], &data) != nil {
+		return
+	}
+	s := Step{Activity: data.ActivityType, Local: true, Attempt: data.Attempt, ClosedAt: ev.At, Outcome: "completed",
+		Output: r.decode(m.GetDetails()["result"])}
+	if fl := m.GetFailure(); fl != nil {
+		s.Outcome, s.Failure, s.Output = "failed", fl.GetMessage(), nil
+	}
+	r.f.Steps = append(r.f.Steps, s)
+	ev.Detail = "local " + data.ActivityType
+}
+
+// message reads what was sent to the run: a signal, or an update and how
+// it was answered.
+func (r *historyReader) message(e *historypb.HistoryEvent, ev *Event) {
+	f, at := r.f, ev.At
+	switch e.GetEventType() {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+		a := e.GetWorkflowExecutionSignaledEventAttributes()
+		f.Messages = append(f.Messages, Message{Kind: "signal", Name: a.GetSignalName(), At: at, From: a.GetIdentity(), Input: r.decode(a.GetInput())})
+		ev.Detail = a.GetSignalName() + " from " + a.GetIdentity()
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+		a := e.GetWorkflowExecutionUpdateAcceptedEventAttributes()
+		req := a.GetAcceptedRequest()
+		r.updates[req.GetMeta().GetUpdateId()] = len(f.Messages)
+		f.Messages = append(f.Messages, Message{Kind: "update", Name: req.GetInput().GetName(), At: at,
+			From: req.GetMeta().GetIdentity(), Input: r.decode(req.GetInput().GetArgs()), Outcome: "accepted"})
+		ev.Detail = req.GetInput().GetName() + " from " + req.GetMeta().GetIdentity()
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+		a := e.GetWorkflowExecutionUpdateCompletedEventAttributes()
+		if i, ok := r.updates[a.GetMeta().GetUpdateId()]; ok {
+			if fl := a.GetOutcome().GetFailure(); fl != nil {
+				f.Messages[i].Outcome = "refused: " + fl.GetMessage()
+			} else {
+				f.Messages[i].Outcome = "answered"
+			}
+		}
 	}
 }
 

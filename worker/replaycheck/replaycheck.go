@@ -143,132 +143,154 @@ func Check(ctx context.Context, c client.Client, o Options) (Report, error) {
 	if o.Register == nil {
 		o.Register = workflows.Register
 	}
-	begin := time.Now()
-	var rep Report
+	k := &check{c: c, o: o, begin: time.Now()}
 	replayers := make([]worker.WorkflowReplayer, o.Concurrency)
 	for i := range replayers {
 		r, err := newReplayer(o)
 		if err != nil {
-			return rep, err
+			return k.rep, err
 		}
 		replayers[i] = r
 	}
 	outer := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-
-	type run struct {
-		exec   *commonpb.WorkflowExecution
-		typ    string
-		status enumspb.WorkflowExecutionStatus
-	}
-	runs := make(chan run, o.Concurrency)
-	var (
-		mu       sync.Mutex
-		listErr  error
-		fetchErr error
-		events   atomic.Int64
-		done     atomic.Int64
-	)
+	ctx, k.cancel = context.WithCancel(ctx)
+	defer k.cancel()
 	base := "(" + runsQuery(o.TaskQueue, registered(o.Register)) + ")"
 	if o.Query != "" {
 		base += " AND (" + o.Query + ")"
 	}
-	// The lister: open runs, then the most recently closed.
+	runs := make(chan listedRun, o.Concurrency)
 	var listed sync.WaitGroup
-	listed.Go(func() {
-		defer close(runs)
-		list := func(query string, limit int) (int, error) {
-			var token []byte
-			n := 0
-			for {
-				size := int32(1000)
-				if limit > 0 {
-					size = int32(min(limit-n, 1000))
-				}
-				resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: size, NextPageToken: token, Query: query})
-				if err != nil {
-					return n, fmt.Errorf("list runs (%s): %w", query, err)
-				}
-				for _, ex := range resp.GetExecutions() {
-					if limit > 0 && n >= limit {
-						return n, nil
-					}
-					select {
-					case runs <- run{ex.GetExecution(), ex.GetType().GetName(), ex.GetStatus()}:
-						n++
-					case <-ctx.Done():
-						return n, ctx.Err()
-					}
-				}
-				if token = resp.GetNextPageToken(); len(token) == 0 || (limit > 0 && n >= limit) {
-					return n, nil
-				}
-			}
-		}
-		open, err := list(base+` AND ExecutionStatus = "Running"`, 0)
-		closed := 0
-		if err == nil && o.Closed > 0 {
-			// Visibility lists closed runs most recently closed first
-			// (SQL and Elasticsearch alike; SQL visibility takes no ORDER BY).
-			closed, err = list(base+` AND ExecutionStatus != "Running"`, o.Closed)
-		}
-		mu.Lock()
-		rep.Open, rep.Closed, listErr = open, closed, err
-		mu.Unlock()
-	})
-
-	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	listed.Go(func() { k.list(ctx, base, runs) })
 	var wg sync.WaitGroup
 	for _, r := range replayers {
-		wg.Go(func() {
-			for ru := range runs {
-				res := replayOne(ctx, c, r, quiet, ru.exec)
-				events.Add(res.events)
-				done.Add(1)
-				mu.Lock()
-				switch {
-				case res.fetchErr != nil:
-					if fetchErr == nil && ctx.Err() == nil {
-						fetchErr = res.fetchErr
-					}
-					cancel()
-				case res.gone:
-					rep.Gone++
-				case res.skipped:
-					rep.Skipped++
-				case res.err != nil:
-					rep.Replayed++
-					rep.fail(Failure{WorkflowID: ru.exec.GetWorkflowId(), RunID: ru.exec.GetRunId(),
-						WorkflowType: ru.typ, Status: ru.status.String(), Err: res.err, Event: res.event})
-					if !o.KeepGoing {
-						rep.Stopped = true
-						cancel()
-					}
-				default:
-					rep.Replayed++
-				}
-				mu.Unlock()
-			}
-		})
+		wg.Go(func() { k.replay(ctx, r, runs) })
 	}
-	stopProgress := progress(o.Progress, &done, begin)
+	stopProgress := progress(o.Progress, &k.done, k.begin)
 	wg.Wait()
 	listed.Wait()
 	stopProgress()
-	rep.Events, rep.Took = events.Load(), time.Since(begin)
-	if rep.Stopped {
-		return rep, nil // what stopped it is in the report
+	k.rep.Events, k.rep.Took = k.events.Load(), time.Since(k.begin)
+	if k.rep.Stopped {
+		return k.rep, nil // what stopped it is in the report
 	}
 	switch {
 	case outer.Err() != nil:
-		return rep, fmt.Errorf("the check did not finish: %w", outer.Err())
-	case fetchErr != nil:
-		return rep, fetchErr
-	case listErr != nil:
-		return rep, listErr
+		return k.rep, fmt.Errorf("the check did not finish: %w", outer.Err())
+	case k.fetchErr != nil:
+		return k.rep, k.fetchErr
+	case k.listErr != nil:
+		return k.rep, k.listErr
 	}
-	return rep, nil
+	return k.rep, nil
+}
+
+// check is one Check under way: a lister feeding runs to replayers, which
+// record what they find in the report.
+type check struct {
+	c      client.Client
+	o      Options
+	begin  time.Time
+	cancel context.CancelFunc // stops the lister and the replayers
+	events atomic.Int64
+	done   atomic.Int64
+
+	mu                sync.Mutex // guards what follows
+	rep               Report
+	listErr, fetchErr error
+}
+
+// listedRun is a run the lister found.
+type listedRun struct {
+	exec   *commonpb.WorkflowExecution
+	typ    string
+	status enumspb.WorkflowExecutionStatus
+}
+
+// list sends the runs base finds to runs, open runs first, then the most
+// recently closed, and closes it.
+func (k *check) list(ctx context.Context, base string, runs chan<- listedRun) {
+	defer close(runs)
+	open, err := k.listQuery(ctx, base+` AND ExecutionStatus = "Running"`, 0, runs)
+	closed := 0
+	if err == nil && k.o.Closed > 0 {
+		// Visibility lists closed runs most recently closed first
+		// (SQL and Elasticsearch alike; SQL visibility takes no ORDER BY).
+		closed, err = k.listQuery(ctx, base+` AND ExecutionStatus != "Running"`, k.o.Closed, runs)
+	}
+	k.mu.Lock()
+	k.rep.Open, k.rep.Closed, k.listErr = open, closed, err
+	k.mu.Unlock()
+}
+
+// listQuery sends the runs query finds to runs, at most limit (0: all),
+// and returns how many it sent.
+func (k *check) listQuery(ctx context.Context, query string, limit int, runs chan<- listedRun) (int, error) {
+	var token []byte
+	n := 0
+	for {
+		size := int32(1000)
+		if limit > 0 {
+			size = int32(min(limit-n, 1000))
+		}
+		resp, err := k.c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: size, NextPageToken: token, Query: query})
+		if err != nil {
+			return n, fmt.Errorf("list runs (%s): %w", query, err)
+		}
+		for _, ex := range resp.GetExecutions() {
+			if limit > 0 && n >= limit {
+				return n, nil
+			}
+			select {
+			case runs <- listedRun{ex.GetExecution(), ex.GetType().GetName(), ex.GetStatus()}:
+				n++
+			case <-ctx.Done():
+				return n, ctx.Err()
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 || (limit > 0 && n >= limit) {
+			return n, nil
+		}
+	}
+}
+
+// replay replays each run it takes from runs with r, until runs closes.
+func (k *check) replay(ctx context.Context, r worker.WorkflowReplayer, runs <-chan listedRun) {
+	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for ru := range runs {
+		res := replayOne(ctx, k.c, r, quiet, ru.exec)
+		k.events.Add(res.events)
+		k.done.Add(1)
+		k.record(ctx, ru, res)
+	}
+}
+
+// record counts what replaying a run gave; a run that breaks stops the
+// check unless KeepGoing, and a history it could not read stops it.
+func (k *check) record(ctx context.Context, ru listedRun, res replayed) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case res.fetchErr != nil:
+		if k.fetchErr == nil && ctx.Err() == nil {
+			k.fetchErr = res.fetchErr
+		}
+		k.cancel()
+	case res.gone:
+		k.rep.Gone++
+	case res.skipped:
+		k.rep.Skipped++
+	case res.err != nil:
+		k.rep.Replayed++
+		k.rep.fail(Failure{WorkflowID: ru.exec.GetWorkflowId(), RunID: ru.exec.GetRunId(),
+			WorkflowType: ru.typ, Status: ru.status.String(), Err: res.err, Event: res.event})
+		if !k.o.KeepGoing {
+			k.rep.Stopped = true
+			k.cancel()
+		}
+	default:
+		k.rep.Replayed++
+	}
 }
 
 func newReplayer(o Options) (worker.WorkflowReplayer, error) {
