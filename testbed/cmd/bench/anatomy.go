@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -79,16 +80,23 @@ func AnatomyWorkflow(ctx workflow.Context, in AnatomyInput) error {
 // Echo returns its argument: a no-op activity with a payload each way.
 func Echo(_ context.Context, s string) (string, error) { return s, nil }
 
-// anatomy runs every step and records the server's and the worker's CPU
-// per workflow of each.
-func (e *env) anatomy(ctx context.Context, res *results, noop *proc) error {
+// anatomyWorkload is -only anatomy (opt-in): it runs every step and
+// records the server's and the worker's CPU per workflow of each.
+type anatomyWorkload struct{}
+
+func (*anatomyWorkload) names() []string { return []string{"anatomy"} }
+
+func (*anatomyWorkload) flags(*flag.FlagSet) {}
+
+func (*anatomyWorkload) run(ctx context.Context, e *env, res *results) error {
+	noop := e.noop
 	fmt.Fprintf(os.Stderr, "  anatomy: the claim's ingredients one at a time (server CPU per workflow)\n")
 	for _, s := range anatomySteps {
 		opts := client.StartWorkflowOptions{TaskQueue: noopQueue}
 		if s.withStatus {
 			opts.TypedSearchAttributes = temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning))
 		}
-		w := workload{key: "anatomy_" + s.key, name: s.name, start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
+		w := flow{key: "anatomy_" + s.key, name: s.name, start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
 			return e.client.ExecuteWorkflow(ctx, opts, AnatomyWorkflow, s.in)
 		}}
 		if _, err := e.throughput(ctx, w, 30); err != nil { // warm-up

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -30,9 +31,27 @@ import (
 
 const latencyQueue = "claims-latency"
 
-// latency runs e.o.n claims, e.o.concurrency at a time, against a worker of
+// latencyWorkload is -only latency: the workload above.
+type latencyWorkload struct {
+	n int // -latency-n
+}
+
+func (*latencyWorkload) names() []string { return []string{"latency"} }
+
+func (l *latencyWorkload) flags(fs *flag.FlagSet) {
+	fs.IntVar(&l.n, "latency-n", 1000, "claims the real-model latency workload runs (-concurrency at a time); its claims/s is counted over the window in which every slot is busy, which needs several rounds of claims")
+}
+
+func (l *latencyWorkload) run(ctx context.Context, e *env, res *results) error {
+	if err := e.latency(ctx, res, l.n); err != nil {
+		return fmt.Errorf("real model latency: %w", err)
+	}
+	return nil
+}
+
+// latency runs n claims, e.o.concurrency at a time, against a worker of
 // its own whose model is modelsim with e.o.modelLatency.
-func (e *env) latency(ctx context.Context, res *results) error {
+func (e *env) latency(ctx context.Context, res *results, n int) error {
 	sim := modelsim.New("")
 	sim.Latency = e.o.modelLatency
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -52,7 +71,7 @@ func (e *env) latency(ctx context.Context, res *results) error {
 
 	prefix := fmt.Sprintf("bench-latency-%d-", seq.Add(1))
 	// Warm up (connections, the worker's caches) with a few claims.
-	if err := e.latencyRun(ctx, prefix+"warm-", min(10, e.o.latencyN), nil); err != nil {
+	if err := e.latencyRun(ctx, prefix+"warm-", min(10, n), nil); err != nil {
 		return fmt.Errorf("latency warm-up: %w", err)
 	}
 
@@ -69,7 +88,7 @@ func (e *env) latency(ctx context.Context, res *results) error {
 	var sampled sync.WaitGroup
 	sampled.Go(func() { slots.run(sctx) })
 	begin := time.Now()
-	err = e.latencyRun(ctx, prefix, e.o.latencyN, func(id string, span claimSpan) {
+	err = e.latencyRun(ctx, prefix, n, func(id string, span claimSpan) {
 		mu.Lock()
 		runs[id] = span
 		mu.Unlock()

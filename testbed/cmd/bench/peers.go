@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -80,14 +81,46 @@ type peerEngine interface {
 // peerWorld is what every engine shares.
 type peerWorld struct {
 	e        *env
+	o        peerOptions
 	pg       *pgserver.Server
 	sim      *modelsim.Server
 	modelURL string
 	dir      string
 }
 
-func (e *env) peers(ctx context.Context, res *results) error {
-	o := e.o.peers
+// peersWorkload is -only peers (opt-in): the same claim on DBOS,
+// Restate, LangGraph and durableclaims, in one run (testbed/peers).
+type peersWorkload struct {
+	o       peerOptions
+	engines string // -peers, comma-separated
+}
+
+func (*peersWorkload) names() []string { return []string{"peers"} }
+
+func (p *peersWorkload) flags(fs *flag.FlagSet) {
+	fs.StringVar(&p.engines, "peers", "dbos,restate,langgraph,durableclaims,durableclaims-pg", "the peers workload (-only peers): the engines, in order (durableclaims: the dev server; durableclaims-pg: a real Temporal server and the claims store on the peers' PostgreSQL)")
+	fs.IntVar(&p.o.claims, "peers-claims", 200, "the peers workload: claims on the auto-approve path, per engine")
+	fs.IntVar(&p.o.concurrency, "peers-concurrency", 20, "the peers workload: claims in flight on the auto-approve path")
+	fs.IntVar(&p.o.approvals, "peers-approvals", 20, "the peers workload: claims approved one at a time (approve → pay)")
+	fs.IntVar(&p.o.parked, "peers-parked", 2000, "the peers workload: claims parked for the memory measure")
+	fs.IntVar(&p.o.crashClaims, "peers-crash-claims", 100, "the peers workload: claims per kill point, each interrupted there by a SIGKILL of the engine's worker")
+	fs.IntVar(&p.o.crashConcurrency, "peers-crash-concurrency", 10, "the peers workload: claims in flight while the worker is killed")
+	fs.BoolVar(&p.o.waitSuspended, "peers-wait-suspended", false, "the peers workload: read Restate's worker RSS again once its server has suspended the parked claims (its inactivity timeout: about a minute more)")
+	fs.IntVar(&p.o.crashBatch, "peers-crash-batch", 10, "the peers workload: claims one SIGKILL interrupts, each held at the kill point until the batch is there (at most -peers-crash-concurrency)")
+	fs.StringVar(&p.o.dir, "peers-dir", "testbed/peers", "the peers workload: where `make peers` built the peers")
+}
+
+func (p *peersWorkload) run(ctx context.Context, e *env, res *results) error {
+	o := p.o
+	o.engines = strings.Split(p.engines, ",")
+	o.modelLatencyMinMaxMs = [2]int{20, 40}
+	if err := e.peers(ctx, res, o); err != nil {
+		return fmt.Errorf("peers: %w", err)
+	}
+	return nil
+}
+
+func (e *env) peers(ctx context.Context, res *results, o peerOptions) error {
 	dir := filepath.Join(e.dir, "peers")
 	pg, err := pgserver.Start(ctx, filepath.Join(dir, "pg"), pgserver.Options{})
 	if err != nil {
@@ -101,7 +134,7 @@ func (e *env) peers(ctx context.Context, res *results) error {
 		return err
 	}
 	defer stopSim()
-	w := &peerWorld{e: e, pg: pg, sim: sim, modelURL: modelURL, dir: dir}
+	w := &peerWorld{e: e, o: o, pg: pg, sim: sim, modelURL: modelURL, dir: dir}
 	for _, name := range o.engines {
 		eng, err := w.engine(ctx, name)
 		if err != nil {
@@ -122,7 +155,7 @@ func (e *env) peers(ctx context.Context, res *results) error {
 
 // measure runs every measurement on one engine.
 func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) error {
-	o, key := w.e.o.peers, "peers_"+eng.name()+"_"
+	o, key := w.o, "peers_"+eng.name()+"_"
 	fmt.Fprintf(os.Stderr, "  peers: %s\n", eng.name())
 	if err := eng.start(ctx, ""); err != nil {
 		return err
@@ -229,7 +262,7 @@ func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) e
 // crash runs o.crashClaims claims with the kill point armed: the worker
 // SIGKILLs itself once per claim at the point, and is restarted at once.
 func (w *peerWorld) crash(ctx context.Context, res *results, eng peerEngine, key, tag, point string) error {
-	o := w.e.o.peers
+	o := w.o
 	if err := eng.start(ctx, point); err != nil {
 		return err
 	}
@@ -593,7 +626,7 @@ func (p *httpPeer) start(ctx context.Context, crash string) error {
 	p.sup.stop()
 	state := filepath.Join(p.w.dir, p.engine+"-crash-"+cmp.Or(crash, "none"))
 	env := append(slices.Clone(p.env), "PEER_CRASH="+crash, "PEER_CRASH_STATE="+state,
-		"PEER_CRASH_BATCH="+strconv.Itoa(p.w.e.o.peers.batch()), "PEER_CRASH_WAIT="+peerCrashWait.String())
+		"PEER_CRASH_BATCH="+strconv.Itoa(p.w.o.batch()), "PEER_CRASH_WAIT="+peerCrashWait.String())
 	p.sup = &supervised{name: p.engine, logPath: filepath.Join(p.w.dir, p.engine+".log"), crashState: state,
 		cmd: func() *exec.Cmd {
 			cmd := exec.Command(p.bin, p.args...)
@@ -723,7 +756,7 @@ func (w *peerWorld) engine(ctx context.Context, name string) (peerEngine, error)
 		"PEER_ADDR=" + addr, "PG_URL=" + url, "MODEL_BASE_URL=" + w.modelURL, "MODEL_API_KEY=sk-sim",
 		"STRIPE_API_BASE=" + w.e.simURL, "STRIPE_SECRET_KEY=sk_test_local", "MAIL_SPOOL=" + spool,
 		"AUTO_APPROVE_LIMIT_MINOR=100000", "APPROVAL_TIMEOUT=24h"}}
-	peersDir := w.e.o.peers.dir
+	peersDir := w.o.dir
 	switch name {
 	case "dbos":
 		p.bin = filepath.Join(peersDir, "dbos", "peer-dbos")
@@ -927,7 +960,7 @@ func (d *dcEngine) start(ctx context.Context, crash string) error {
 		// The points are named per claim; the workload's claims are named
 		// in advance (<tag><point>-<i>), so the worker gets them all.
 		var points []string
-		for i := range e.o.peers.crashClaims {
+		for i := range d.w.o.crashClaims {
 			id := fmt.Sprintf("%s%s-%05d", peerTag(d.name()), crash, i)
 			switch crash {
 			case "after-pay":
@@ -937,7 +970,7 @@ func (d *dcEngine) start(ctx context.Context, crash string) error {
 			}
 		}
 		args = append(args, "--crash-at", strings.Join(points, ","),
-			"--crash-batch", strconv.Itoa(e.o.peers.batch()), "--crash-batch-wait", peerCrashWait.String())
+			"--crash-batch", strconv.Itoa(d.w.o.batch()), "--crash-batch-wait", peerCrashWait.String())
 	}
 	d.sup = &supervised{name: d.label, logPath: filepath.Join(d.w.dir, d.label+".log"), crashState: state,
 		cmd: func() *exec.Cmd {

@@ -25,6 +25,14 @@ type results struct {
 	// Costs are one claim's events, bytes and billable actions, by path
 	// (costs.go).
 	Costs map[string]pathCost `json:"cost_per_claim,omitempty"`
+
+	// What the workloads that ran were asked for, which the summary and
+	// the tables follow: the scaling workload's servers and worker counts,
+	// the kill workload's claims in flight, the surge's two levels.
+	scaleServers     []string
+	scaleWorkers     []int
+	inflight         []int
+	surgeBase, surge int
 }
 
 type stat struct {
@@ -69,9 +77,9 @@ func (r *results) summarize() {
 	ratio("claims_vs_baseline", "claims_per_s", "baseline_per_s")
 	ratio("claims_vs_ceiling", "claims_per_s", "ceiling_per_s")
 	ratio("baseline_vs_ceiling", "baseline_per_s", "ceiling_per_s")
-	for _, srv := range r.Options.scaleServers {
-		first := scaleKey(srv, r.Options.scaleWorkers[0])
-		for _, n := range r.Options.scaleWorkers {
+	for _, srv := range r.scaleServers {
+		first := scaleKey(srv, r.scaleWorkers[0])
+		for _, n := range r.scaleWorkers {
 			k := scaleKey(srv, n)
 			if med(k) == 0 {
 				continue
@@ -121,15 +129,15 @@ func (r *results) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %-48s | %5d | %9.1f | %9.1f | %9.1f | %9.1f | %-30s |\n", row.label+" ("+strings.TrimSpace(row.unit)+")", s.N, s.Min, s.Median, s.P99, s.Max, row.target)
 	}
-	for _, n := range r.Options.inflight {
+	for _, n := range r.inflight {
 		key := fmt.Sprintf("kill_recovery_ms_%d_inflight", n)
 		if s, ok := r.Summary[key]; ok {
 			fmt.Fprintf(w, "| %-48s | %5d | %9.1f | %9.1f | %9.1f | %9.1f | %-30s |\n",
 				fmt.Sprintf("SIGKILL, %d in flight: interrupted step redone (ms)", n), s.N, s.Min, s.Median, s.P99, s.Max, "p99 ≤ 15000")
 		}
 	}
-	for _, srv := range r.Options.scaleServers {
-		for _, n := range r.Options.scaleWorkers {
+	for _, srv := range r.scaleServers {
+		for _, n := range r.scaleWorkers {
 			if s, ok := r.Summary[scaleKey(srv, n)]; ok {
 				fmt.Fprintf(w, "| %-48s | %5d | %9.1f | %9.1f | %9.1f | %9.1f | %-30s |\n",
 					fmt.Sprintf("scaling, %s: %d worker(s), PostgreSQL (/s)", scaleServerLabels[srv], n), s.N, s.Min, s.Median, s.P99, s.Max, "")
@@ -145,7 +153,7 @@ func (r *results) print(w io.Writer) {
 	r.printCPU(w)
 	r.printAnatomy(w)
 	if v, ok := r.Values["surge_inbox_p95_ratio"]; ok {
-		lo, hi := r.Options.surgeBase, r.Options.surge
+		lo, hi := r.surgeBase, r.surge
 		rested := "" // results written before the worker was read at rest
 		if _, ok := r.Values["surge_rss_ratio_rested"]; ok {
 			rested = fmt.Sprintf(", %.1f → %.1f MiB after %.0f s at rest (%+.1f%%)", r.Values["surge_rss_idle_mib_rested"],
@@ -162,14 +170,14 @@ func (r *results) print(w io.Writer) {
 			r.Values["rss_idle_mib"], r.Values["rss_parked_mib"], r.Values["parked_claims"], (v-1)*100)
 		fmt.Fprintf(w, "worker goroutines: %.0f idle, %.0f with claims parked (target: flat)\n", r.Values["goroutines_idle"], r.Values["goroutines_parked"])
 	}
-	for _, n := range r.Options.inflight {
+	for _, n := range r.inflight {
 		if v, ok := r.Values[fmt.Sprintf("kill_all_done_s_%d_inflight", n)]; ok {
 			fmt.Fprintf(w, "kill with %d in flight: all %d done %.1f s after the SIGKILL\n", n, n, v)
 		}
 	}
 	r.printLatency(w)
 	r.printCosts(w)
-	for _, srv := range r.Options.scaleServers {
+	for _, srv := range r.scaleServers {
 		r.printScaling(w, srv)
 	}
 	for _, n := range r.Notes {
@@ -181,7 +189,7 @@ func (r *results) print(w io.Writer) {
 // CPU each part of the system used while they ran, the worker profile, and
 // what the numbers say the limit is.
 func (r *results) printScaling(w io.Writer, srv string) {
-	ws := r.Options.scaleWorkers
+	ws := r.scaleWorkers
 	if _, ok := r.Summary[scaleKey(srv, ws[0])]; !ok {
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,8 +71,45 @@ type scaleTarget struct {
 	auth []string
 }
 
-// scaling runs the workload against each server in e.o.scaleServers.
-func (e *env) scaling(ctx context.Context, res *results) error {
+// scalingWorkload is -only scaling: the workload above.
+type scalingWorkload struct {
+	workers []int    // -scaling-workers
+	servers []string // -scaling-servers
+}
+
+func (*scalingWorkload) names() []string { return []string{"scaling"} }
+
+func (s *scalingWorkload) flags(fs *flag.FlagSet) {
+	s.workers, s.servers = []int{1, 2, 4}, []string{"dev", "cluster"}
+	fs.Func("scaling-workers", "worker process counts the scaling workload runs, comma-separated (default 1,2,4)", func(v string) (err error) {
+		s.workers, err = counts("scaling-workers", v)
+		return err
+	})
+	fs.Func("scaling-servers", "Temporal servers the scaling workload runs against, comma-separated: dev (the bench's dev server), cluster (a real server on PostgreSQL, installed by make temporal-server); default dev,cluster", func(v string) error {
+		s.servers = strings.Split(v, ",")
+		for _, srv := range s.servers {
+			if srv != "dev" && srv != "cluster" {
+				return fmt.Errorf("bad -scaling-servers %q: dev, cluster", v)
+			}
+		}
+		return nil
+	})
+}
+
+// preflight fails when the real server the cluster target needs is not
+// installed.
+func (s *scalingWorkload) preflight() error {
+	if slices.Contains(s.servers, "cluster") {
+		if _, _, err := cluster.Binaries(); err != nil {
+			return fmt.Errorf("%w (or -scaling-servers dev)", err)
+		}
+	}
+	return nil
+}
+
+// run runs the workload against each server in s.servers.
+func (s *scalingWorkload) run(ctx context.Context, e *env, res *results) error {
+	res.scaleServers, res.scaleWorkers = s.servers, s.workers
 	began := time.Now()
 	pg, err := pgserver.Start(ctx, filepath.Join(e.dir, "scaling-claims-pg"), pgserver.Options{})
 	if err != nil {
@@ -89,12 +127,12 @@ func (e *env) scaling(ctx context.Context, res *results) error {
 		return fmt.Errorf("scaling: claims store: %w", err)
 	}
 	defer st.Close()
-	for _, srv := range e.o.scaleServers {
+	for _, srv := range s.servers {
 		t, stop, err := e.scaleTarget(ctx, srv)
 		if err != nil {
 			return err
 		}
-		err = e.scaleOn(ctx, res, t, st, url, pg)
+		err = e.scaleOn(ctx, res, t, st, url, pg, s.workers)
 		stop()
 		if err != nil {
 			return fmt.Errorf("scaling on the %s: %w", t.label, err)
@@ -134,17 +172,17 @@ func (e *env) scaleTarget(ctx context.Context, srv string) (scaleTarget, func(),
 	return scaleTarget{}, nil, fmt.Errorf("-scaling-servers: unknown server %q (dev, cluster)", srv)
 }
 
-func (e *env) scaleClaims(t scaleTarget, st *store.Store, tag string) workload {
-	return workload{key: "scaling", name: "ClaimWorkflow, auto-approve, PostgreSQL store", start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
+func (e *env) scaleClaims(t scaleTarget, st *store.Store, tag string) flow {
+	return flow{key: "scaling", name: "ClaimWorkflow, auto-approve, PostgreSQL store", start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
 		return e.startClaimOn(ctx, st, t.client, scalingQueue, fmt.Sprintf("bench-scale-%s-%05d-%d", tag, i, seq.Add(1)), "640.00", workflows.Options{})
 	}, want: workflows.StatusPaid}
 }
 
-// scaleOn measures every worker count against one server.
-func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *store.Store, url string, claimsPG *pgserver.Server) error {
-	largest := slices.Max(e.o.scaleWorkers)
+// scaleOn measures each worker count of counts against one server.
+func (e *env) scaleOn(ctx context.Context, res *results, t scaleTarget, st *store.Store, url string, claimsPG *pgserver.Server, counts []int) error {
+	largest := slices.Max(counts)
 	var estimate float64 // claims/s expected, to size the profile
-	for _, n := range e.o.scaleWorkers {
+	for _, n := range counts {
 		prefix := fmt.Sprintf("scaling_%s_%dw", t.key, n)
 		workers := make([]*proc, n)
 		for i := range workers {
@@ -399,7 +437,7 @@ func readProcStat(pid int) (procStat, error) {
 
 // measure runs w as throughput does and adds the CPU each group used
 // meanwhile to use.
-func (e *env) measure(ctx context.Context, w workload, n int, groups []cpuGroup, use *cpuUsage) (float64, error) {
+func (e *env) measure(ctx context.Context, w flow, n int, groups []cpuGroup, use *cpuUsage) (float64, error) {
 	before, err := snapshot(groups)
 	if err != nil {
 		return 0, err

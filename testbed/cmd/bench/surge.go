@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,11 +17,9 @@ import (
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
-	"github.com/durableclaims/durableclaims/internal/claim"
-	"github.com/durableclaims/durableclaims/workflows"
 )
 
-// surge is the catastrophe week's waiting room (-only surge, opt-in: at
+// surgeWorkload is the catastrophe week's waiting room (-only surge, opt-in: at
 // 20,000 claims it parks for a quarter of an hour): claims parked for a
 // decision in steps up to -surge, and at the first step (-surge-base) and
 // the last, the inbox's first page as adjuster-17 sees it (a real inbox
@@ -39,12 +37,41 @@ import (
 // are what the claims parked keep, not where the last burst's garbage
 // stood when the reading came: the idle reading 5 s after 1,000 claims
 // varied by 17 MiB between identical runs.
-func (e *env) surge(ctx context.Context, res *results, w *proc) error {
-	idle, err := e.idleAfter(ctx, w, "surge-warm", e.o.surgeBase)
+type surgeWorkload struct {
+	surge, surgeBase       int
+	surgeRest, surgeMaxP95 time.Duration
+}
+
+func (*surgeWorkload) names() []string { return []string{"surge"} }
+
+func (s *surgeWorkload) flags(fs *flag.FlagSet) {
+	fs.IntVar(&s.surge, "surge", 20000, "the surge workload (-only surge): claims waiting for a decision at its last step")
+	fs.IntVar(&s.surgeBase, "surge-base", 1000, "the surge workload: claims waiting at its first step, the yardstick of the last")
+	fs.DurationVar(&s.surgeRest, "surge-rest", 150*time.Second, "the surge workload: how long the worker rests, idle and again with the claims parked, before its memory is read a second time (the Go runtime collects garbage at least every two minutes and then returns it to the OS; 0: read once)")
+	fs.DurationVar(&s.surgeMaxP95, "surge-max-p95", 0, "the surge workload fails when the inbox's first page p95 at its last step is above this (0: no check; CI sets it)")
+}
+
+// run measures the surge on a fresh claims worker.
+func (s *surgeWorkload) run(ctx context.Context, e *env, res *results) error {
+	res.surgeBase, res.surge = s.surgeBase, s.surge
+	e.claims.stop()
+	var err error
+	if e.claims, err = e.spawnClaimsWorker("claims-worker-surge"); err != nil {
+		return err
+	}
+	if err := s.measure(ctx, e, res, e.claims); err != nil {
+		return fmt.Errorf("surge: %w", err)
+	}
+	return nil
+}
+
+// measure is the surge, against the claims worker w.
+func (s *surgeWorkload) measure(ctx context.Context, e *env, res *results, w *proc) error {
+	idle, err := e.idleAfter(ctx, w, "surge-warm", s.surgeBase)
 	if err != nil {
 		return err
 	}
-	idleRested, err := w.rest(e.o.surgeRest, idle)
+	idleRested, err := w.rest(s.surgeRest, idle)
 	if err != nil {
 		return err
 	}
@@ -59,7 +86,7 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	prefix := fmt.Sprintf("bench-surge-%d-", seq.Add(1))
 	parked := 0
 	begin := time.Now()
-	for _, level := range []int{e.o.surgeBase, e.o.surge} {
+	for _, level := range []int{s.surgeBase, s.surge} {
 		pace, err := e.park(ctx, prefix, parked, level)
 		if err != nil {
 			return err
@@ -84,12 +111,12 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 	if err != nil {
 		return err
 	}
-	afterRested, err := w.rest(e.o.surgeRest, after)
+	afterRested, err := w.rest(s.surgeRest, after)
 	if err != nil {
 		return err
 	}
 	w.memorySnapshot("surge-parked")
-	lo, hi := fmt.Sprintf("surge_%d", e.o.surgeBase), fmt.Sprintf("surge_%d", e.o.surge)
+	lo, hi := fmt.Sprintf("surge_%d", s.surgeBase), fmt.Sprintf("surge_%d", s.surge)
 	for _, when := range []string{"", "_at_once"} {
 		res.Values["surge_inbox_p95_ratio"+when] = res.Values[hi+"_inbox_p95_ms"+when] / res.Values[lo+"_inbox_p95_ms"+when]
 		res.Values["surge_list_p95_ratio"+when] = res.Values[hi+"_list_p95_ms"+when] / res.Values[lo+"_list_p95_ms"+when]
@@ -103,20 +130,20 @@ func (e *env) surge(ctx context.Context, res *results, w *proc) error {
 			tag, float64(v.RSSBytes)/(1<<20), res.Values["surge_heap_inuse_mib_"+tag], res.Values["surge_heap_goal_mib_"+tag],
 			float64(v.Mem.HeapIdle-v.Mem.HeapReleased)/(1<<20), res.Values["surge_stacks_mib_"+tag], v.Goroutines)
 	}
-	res.Values["surge_parked"] = float64(e.o.surge)
+	res.Values["surge_parked"] = float64(s.surge)
 	res.Values["surge_rss_idle_mib"] = float64(idle.RSSBytes) / (1 << 20)
 	res.Values["surge_rss_parked_mib"] = float64(after.RSSBytes) / (1 << 20)
 	res.Values["surge_rss_ratio"] = float64(after.RSSBytes) / float64(idle.RSSBytes)
-	res.Values["surge_rest_s"] = e.o.surgeRest.Seconds()
+	res.Values["surge_rest_s"] = s.surgeRest.Seconds()
 	res.Values["surge_rss_idle_mib_rested"] = float64(idleRested.RSSBytes) / (1 << 20)
 	res.Values["surge_rss_parked_mib_rested"] = float64(afterRested.RSSBytes) / (1 << 20)
 	res.Values["surge_rss_ratio_rested"] = float64(afterRested.RSSBytes) / float64(idleRested.RSSBytes)
 	fmt.Fprintf(os.Stderr, "  %d vs %d waiting: inbox p95 ×%.2f, claimsctl list p95 ×%.2f; worker RSS %.1f → %.1f MiB (×%.3f), rested %s: %.1f → %.1f MiB (×%.3f)\n",
-		e.o.surge, e.o.surgeBase, res.Values["surge_inbox_p95_ratio"], res.Values["surge_list_p95_ratio"],
+		s.surge, s.surgeBase, res.Values["surge_inbox_p95_ratio"], res.Values["surge_list_p95_ratio"],
 		res.Values["surge_rss_idle_mib"], res.Values["surge_rss_parked_mib"], res.Values["surge_rss_ratio"],
-		e.o.surgeRest, res.Values["surge_rss_idle_mib_rested"], res.Values["surge_rss_parked_mib_rested"], res.Values["surge_rss_ratio_rested"])
-	if limit := e.o.surgeMaxP95; limit > 0 && res.Values[hi+"_inbox_p95_ms"] > ms(limit) {
-		return fmt.Errorf("the inbox's first page p95 is %.0f ms with %d claims waiting, above %s", res.Values[hi+"_inbox_p95_ms"], e.o.surge, limit)
+		s.surgeRest, res.Values["surge_rss_idle_mib_rested"], res.Values["surge_rss_parked_mib_rested"], res.Values["surge_rss_ratio_rested"])
+	if limit := s.surgeMaxP95; limit > 0 && res.Values[hi+"_inbox_p95_ms"] > ms(limit) {
+		return fmt.Errorf("the inbox's first page p95 is %.0f ms with %d claims waiting, above %s", res.Values[hi+"_inbox_p95_ms"], s.surge, limit)
 	}
 	return nil
 }
@@ -184,58 +211,6 @@ func settle(limit time.Duration, cores float64) (time.Duration, float64) {
 		if busy := since(); busy < cores || time.Since(begin) >= limit {
 			return time.Since(begin), busy
 		}
-	}
-}
-
-// park starts claims from..to-1 under prefix (1,840.00: a human decides)
-// the way an insurer starts a surge: claim files in a directory, with a
-// photo each, given to bin/starter (--concurrency 32); it returns the pace
-// the starter kept (claims a minute) once to of them wait.
-func (e *env) park(ctx context.Context, prefix string, from, to int) (float64, error) {
-	dir := filepath.Join(e.dir, fmt.Sprintf("%sintake-%d", prefix, to))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return 0, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "photo.jpg"), []byte("a bench photo"), 0o600); err != nil {
-		return 0, err
-	}
-	for i := from; i < to; i++ {
-		id := fmt.Sprintf("%s%05d", prefix, i)
-		c := benchClaim(id, "1840.00", claim.Document{Name: "photo.jpg", Path: "photo.jpg"})
-		f := claim.File{ClaimID: c.ID, PolicyID: c.PolicyID, Claimant: c.Claimant, Amount: "1840.00", Currency: "usd",
-			Description: c.Description, Documents: c.Documents}
-		b, err := json.Marshal(f)
-		if err != nil {
-			return 0, err
-		}
-		if err := os.WriteFile(filepath.Join(dir, id+".json"), b, 0o600); err != nil {
-			return 0, err
-		}
-	}
-	starter := exec.CommandContext(ctx, filepath.Join(filepath.Dir(e.o.workerBin), "starter"), "--concurrency", "32", "--progress", "0", dir)
-	starter.Env = append(os.Environ(), "TEMPORAL_ADDRESS="+e.server.FrontendHostPort(), "TEMPORAL_NAMESPACE=default", "LOG_LEVEL=warn",
-		"CLAIMS_DB="+filepath.Join(e.dir, "claims.db"), "BLOB_URL="+e.blobURL())
-	var errs strings.Builder
-	starter.Stderr = &errs
-	t := time.Now()
-	if err := starter.Run(); err != nil {
-		return 0, fmt.Errorf("starter: %w: %.500s", err, errs.String())
-	}
-	perMin := float64(to-from) / time.Since(t).Minutes()
-	begin := time.Now()
-	for {
-		n, err := e.countStatus(ctx, prefix, workflows.StatusWaiting)
-		if err != nil {
-			return 0, err
-		}
-		if n >= int64(to) {
-			return perMin, nil
-		}
-		if time.Since(begin) > 30*time.Minute {
-			return 0, fmt.Errorf("only %d of %d claims parked after 30 minutes", n, to)
-		}
-		fmt.Fprintf(os.Stderr, "  parked %d/%d\r", n, to)
-		time.Sleep(2 * time.Second)
 	}
 }
 
