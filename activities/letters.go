@@ -55,7 +55,8 @@ type LetterInput struct {
 
 // LetterResult is the letter sent.
 type LetterResult struct {
-	Letter SentLetter `json:"letter"`
+	Letter   SentLetter `json:"letter"`
+	Replayed bool       `json:"replayed,omitempty"`
 	Meta
 }
 
@@ -84,42 +85,45 @@ func (a *Activities) SendLetter(ctx context.Context, in LetterInput) (LetterResu
 		return LetterResult{}, a.refuse(ctx, c, in.ClaimID, "not-waiting", ErrForeignRun,
 			"claim %s is %s: no %s letter under %s", in.ClaimID, rec.Status, in.Facts.Kind, in.Key)
 	}
-	sent, err := a.sendLetter(ctx, in.Key, rec, in.Facts)
-	return LetterResult{Letter: sent, Meta: meta(ctx)}, err
+	sent, replayed, err := a.sendLetter(ctx, in.Key, rec, in.Facts)
+	return LetterResult{Letter: sent, Replayed: replayed, Meta: meta(ctx)}, err
 }
 
 // sendLetter renders the letter for the claim as the system of record
-// holds it and sends it through the outbox, dated by the outbox.
-func (a *Activities) sendLetter(ctx context.Context, key claim.IdempotencyKey, rec store.Record, f LetterFacts) (SentLetter, error) {
+// holds it and sends it through the outbox, dated by the outbox; replayed
+// says it had been sent before. What it returns is the same on every
+// repeat: it goes into the claim file, which a repeat must not change.
+func (a *Activities) sendLetter(ctx context.Context, key claim.IdempotencyKey, rec store.Record, f LetterFacts) (sent SentLetter, replayed bool, err error) {
 	draft, err := RenderLetter(rec.Claim, f, time.Now().UTC())
 	if err != nil {
-		return SentLetter{}, err
+		return SentLetter{}, false, err
 	}
 	m := Email{MessageID: messageID(key), From: a.From, To: rec.Claim.Claimant.Email, Subject: draft.Subject}
 	if m.To == "" {
-		return SentLetter{}, invalid("letter %s has no recipient", key)
+		return SentLetter{}, false, invalid("letter %s has no recipient", key)
 	}
 	reserved, err := a.reserve(ctx, key, rec.Claim.ID, m)
 	if err != nil {
-		return SentLetter{}, err
+		return SentLetter{}, false, err
 	}
 	l, err := RenderLetter(rec.Claim, f, reserved.CreatedAt)
 	if err != nil {
-		return SentLetter{}, err
+		return SentLetter{}, false, err
 	}
 	m.Body = l.Body
-	sent := SentLetter{Kind: l.Kind, SentAt: reserved.CreatedAt.UTC(), Version: l.Version, SHA256: l.SHA256,
-		MessageID: m.MessageID, Subject: l.Subject, Body: l.Body, Replayed: reserved.Status == store.OutboxSent}
-	if sent.Replayed {
-		return sent, nil
+	sent = SentLetter{Kind: l.Kind, SentAt: reserved.CreatedAt.UTC(), Version: l.Version, SHA256: l.SHA256,
+		MessageID: m.MessageID, Subject: l.Subject, Body: l.Body}
+	if reserved.Status == store.OutboxSent {
+		return sent, true, nil
 	}
 	if err := a.deliver(ctx, key, m); err != nil {
-		return SentLetter{}, err
+		return SentLetter{}, false, err
 	}
-	return sent, nil
+	return sent, false, nil
 }
 
-// renderLetter is the letter f describes for claim c, dated date.
+// RenderLetter is the letter f describes for claim c, dated date: what
+// the claimant is sent, and what a test or an auditor renders again.
 func RenderLetter(c claim.Claim, f LetterFacts, date time.Time) (letters.Letter, error) {
 	j := f.Law.Jurisdiction
 	if f.DecideBy.Before(date) {

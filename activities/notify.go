@@ -139,11 +139,11 @@ func (a *Activities) NotifyClaimant(ctx context.Context, in NotifyInput) (Notify
 		if err := checkDecisionLetter(in, rec.Claim); err != nil {
 			return NotifyResult{}, err
 		}
-		sent, err := a.sendLetter(ctx, in.Key, rec, *in.Letter)
+		sent, replayed, err := a.sendLetter(ctx, in.Key, rec, *in.Letter)
 		if err != nil {
 			return NotifyResult{}, err
 		}
-		return NotifyResult{MessageID: sent.MessageID, Replayed: sent.Replayed, Letter: &sent, Meta: meta(ctx)}, nil
+		return NotifyResult{MessageID: sent.MessageID, Replayed: replayed, Letter: &sent, Meta: meta(ctx)}, nil
 	}
 	in.To, in.Name, in.Currency = rec.Claim.Claimant.Email, rec.Claim.Claimant.Name, rec.Claim.Currency
 	subject := fmt.Sprintf("Your claim %s: %s", in.ClaimID, in.Outcome)

@@ -87,6 +87,10 @@ type PayResult struct {
 	// ReplayedBy is "lookup" (our check-then-act found it by transfer_group)
 	// or "stripe" (Idempotent-Replayed: true).
 	ReplayedBy string `json:"replayed_by,omitempty"`
+	// CreatedAt is when Stripe created the transfer (its "created"): the
+	// same however often the payment is asked for, so a record that names
+	// it reads the same in any workflow task that writes it.
+	CreatedAt time.Time `json:"created_at,omitzero"`
 	Meta
 }
 
@@ -160,6 +164,9 @@ func (a *Activities) paid(ctx context.Context, in PayInput, tr *stripe.Transfer,
 
 func result(ctx context.Context, tr *stripe.Transfer, replayedBy string) PayResult {
 	r := PayResult{TransferID: tr.ID, AmountMinor: tr.Amount, Currency: string(tr.Currency), Replayed: replayedBy != "", ReplayedBy: replayedBy, Meta: meta(ctx)}
+	if tr.Created > 0 {
+		r.CreatedAt = time.Unix(tr.Created, 0).UTC()
+	}
 	if tr.Destination != nil {
 		r.Destination = tr.Destination.ID
 	}

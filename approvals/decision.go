@@ -70,6 +70,7 @@ const (
 	CodeSameApprover   = decision.CodeSameApprover
 	CodeHandedOn       = decision.CodeHandedOn
 	CodeWrongAudience  = decision.CodeWrongAudience
+	CodeNothingToPay   = decision.CodeNothingToPay
 )
 
 // Audience is decision.Audience.

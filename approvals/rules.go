@@ -179,6 +179,9 @@ func (g *Gate) authorise(c candidate) error {
 		return refuse(CodeNeedSupervisor, "the claim is escalated: a supervisor must decide, %s is an %s", ap.ID, ap.Role)
 	}
 	req := a.Request
+	if c.verdict == Approve && req.AmountMinor <= 0 {
+		return refuse(CodeNothingToPay, "the request pays nothing: it asks a person to decide a denial, so it can only be rejected, with a reason")
+	}
 	if limit, ok := ap.Limits[req.Currency]; !ok || limit < c.amount {
 		return refuse(CodeOverLimit, "over limit: %s may decide up to %s %s, the request is %s", ap.ID,
 			formatLimit(limit, ok, req.Currency), strings.ToUpper(req.Currency), claim.FormatAmount(c.amount, req.Currency))

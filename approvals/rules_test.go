@@ -110,6 +110,10 @@ func TestAnApproverDecidesUpToTheirLimit(t *testing.T) {
 		{name: "approve a lower amount, at the limit", request: 600_000, verdict: Approve, amount: 500_000},
 		{name: "approve a lower amount, still above it", request: 600_000, verdict: Approve, amount: 500_001, want: CodeOverLimit},
 		{name: "a currency without a limit", request: 100, verdict: Approve, edit: func(w *Wait) { w.Request.Currency = "eur" }, want: CodeOverLimit},
+		// A request that pays nothing asks a person to decide a denial:
+		// only a rejection (with its reason) answers it.
+		{name: "approve a request that pays nothing", request: 0, verdict: Approve, want: CodeNothingToPay},
+		{name: "reject a request that pays nothing", request: 0, verdict: Reject},
 	} {
 		g := b.open(b.wait(tc.request, tc.edit))
 		assert.Equal(t, tc.want, b.decides(g, "adjuster-17", tc.verdict, tc.amount), tc.name)

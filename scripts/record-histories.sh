@@ -65,6 +65,8 @@ start held 2500.00 --approval-ttl 2s --escalation-ttl 2s
 # deadline is reached by its timer, and the notices run local in its task.
 start escalated 2500.00 --approval-ttl 16s --escalation-ttl 2s
 start capped 640.00 --max-payout 100.00
+# Nothing payable (pol-1001 pays in USD): under the law a person decides the denial.
+start denied 640.00 --currency eur
 start four-eyes 1840.00 --four-eyes-above 1500
 start lowered 1840.00
 start refused 1840.00
@@ -83,7 +85,7 @@ bin/starter --register-only --claim-id "$(id loosened)" --policy pol-1001 --name
 direct loosened '{"auto_approve_limit_minor":4611686018427387904}'
 
 bin/claimsctl wait --status waiting --timeout 2m "$(id approved)" "$(id approved-update)" "$(id rejected)" "$(id amended)" \
-  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)" "$(id handed-on)" "$(id withdrawn)"
+  "$(id four-eyes)" "$(id lowered)" "$(id refused)" "$(id frequent)" "$(id handed-on)" "$(id withdrawn)" "$(id denied)"
 # Withdrawn while it waits: claimsctl tells the run, which ends with nobody deciding.
 bin/claimsctl withdraw "$(id withdrawn)" >/dev/null
 signal frequent approve "$(receipt approve frequent adjuster-17)"
@@ -91,6 +93,8 @@ signal approved approve "$(receipt approve approved adjuster-17 --note recorded)
 "$TEMPORAL" workflow update execute --workflow-id "$(id approved-update)" --name decide \
   --input "$(receipt approve approved-update adjuster-17)" >/dev/null
 signal rejected reject "$(receipt reject rejected adjuster-17 --reason 'recorded rejection')"
+signal denied approve "$(receipt approve denied adjuster-17)"
+signal denied reject "$(receipt reject denied adjuster-17 --reason 'the policy pays in dollars only')"
 signal four-eyes approve "$(receipt approve four-eyes adjuster-17)"
 signal four-eyes approve "$(receipt approve four-eyes supervisor-3)"
 signal lowered approve "$(receipt approve lowered adjuster-9 --amount 1400.00 --reason 'the invoice covers 1400.00')"
@@ -122,7 +126,7 @@ signal held approve "$(receipt approve held supervisor-3)"
 overdue escalated
 signal escalated reject "$(receipt reject escalated supervisor-3 --reason 'the damage predates the policy')"
 
-for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended held escalated capped \
+for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended held escalated capped denied \
   four-eyes lowered refused frequent unregistered loosened handed-on withdrawn; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"

@@ -98,6 +98,11 @@ type stepPlan struct {
 	how    how
 	local  *workflow.LocalActivityOptions
 	remote *workflow.ActivityOptions
+	// beside: the step runs in a goroutine beside the claim's own line
+	// (a letter while the claim waits). Its regular form completing says
+	// nothing of what that line left pending in the same task, so it
+	// never clears pending; its local form marks it, as any costly step.
+	beside bool
 }
 
 // Task priority (Temporal's, 1 highest, 3 the default, 5 the lowest): in a
@@ -150,6 +155,7 @@ var plan = struct {
 	model, effect  stepPlan // regular
 	turn, sideStep stepPlan // costly
 	notice         stepPlan // costly: a wait's reminder and escalation notice
+	letter         stepPlan // costly, beside: a letter to the claimant while the claim waits
 	queue          stepPlan // local: the approval queue, a projection
 }{
 	// The approval queue: a projection the healer mends, so a write that
@@ -195,12 +201,25 @@ var plan = struct {
 	// retries cost no workflow task each. Locally, every retry past a few
 	// seconds is a timer and a workflow task, and a slow attempt holds the
 	// task open, heartbeating.
-	notice: stepPlan{name: "notice", how: runCostly, remote: effectRegular, local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout:    3 * time.Second,
-		ScheduleToCloseTimeout: 10 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: 2 * time.Second, MaximumAttempts: 3},
-	}},
+	notice: stepPlan{name: "notice", how: runCostly, remote: effectRegular, local: noticeLocal},
+	// An acknowledgment or status letter (versionLaw, law.go): as a notice,
+	// local in the task that opened the wait or that its timer woke, so a
+	// parked claim has no task left to come; but it runs in a goroutine.
+	letter: stepPlan{name: "letter", how: runCostly, remote: effectRegular, local: noticeLocal, beside: true},
+}
+
+// besideLine is the plan's row run in a goroutine beside the claim's line.
+func (p stepPlan) besideLine() stepPlan {
+	p.beside = true
+	return p
+}
+
+// noticeLocal is the local form of a notice or a letter.
+var noticeLocal = &workflow.LocalActivityOptions{
+	StartToCloseTimeout:    3 * time.Second,
+	ScheduleToCloseTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+		MaximumInterval: 2 * time.Second, MaximumAttempts: 3},
 }
 
 // runsLocal says which form a step takes now: local unless the plan says
@@ -231,6 +250,7 @@ type freeToRepeat interface{ FreeToRepeat() bool }
 // local result is now pending, and a regular activity recorded whatever was.
 func (r *claimRun) ran(p stepPlan, local bool, out any) {
 	switch {
+	case !local && p.beside:
 	case !local:
 		r.pending = ""
 	case p.how == runCostly:

@@ -179,12 +179,13 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	if err != nil {
 		return r.deadLetter(ctx, err)
 	}
-	if payout == 0 {
+	if payout == 0 && r.law == nil {
 		r.decideByRules(ctx, approvals.Reject)
 		return r.finish(ctx, StatusRejected, r.reason)
 	}
 
-	// 5. Approval: a human decides above the threshold or on review flags.
+	// 5. Approval: a human decides above the threshold or on review flags;
+	// under a jurisdiction's rules, every denial too (law.go).
 	payout, end, err := r.approvalRounds(ctx, payout, triage.Output, assess)
 	if end != nil {
 		return *end, err
@@ -205,7 +206,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	}, &r.pay); err != nil {
 		return r.deadLetter(ctx, err)
 	}
-	r.law.paid(workflow.Now(ctx))
+	r.law.paid(r.pay.CreatedAt, workflow.Now(ctx))
 	return r.finish(ctx, StatusPaid, "")
 }
 
@@ -291,7 +292,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		if err != nil {
 			return ended(r.deadLetter(ctx, err))
 		}
-		if payout == 0 {
+		if payout == 0 && r.law == nil {
 			r.decideByRules(ctx, approvals.Reject)
 			return ended(r.finish(ctx, StatusRejected, r.reason))
 		}

@@ -271,7 +271,8 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.pays = append(c.pays, in)
 			c.mu.Unlock()
-			return activities.PayResult{TransferID: "tr_1", AmountMinor: in.AmountMinor, Currency: in.Currency, Destination: in.Destination, Meta: one}, nil
+			return activities.PayResult{TransferID: "tr_1", AmountMinor: in.AmountMinor, Currency: in.Currency, Destination: in.Destination,
+				CreatedAt: env.Now().UTC().Truncate(time.Second), Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.NotifyClaimant, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {

@@ -129,7 +129,8 @@ func (r *claimRun) watchLaw(ctx workflow.Context) (stop func(workflow.Context)) 
 }
 
 // sendLetter sends an acknowledgment or a status letter and notes its
-// date. A letter that cannot be sent does not stop the claim: its clock
+// date: local in the task that opened the wait or that its timer woke
+// (plan.letter), regular when its quick attempts fail. A letter that cannot be sent does not stop the claim: its clock
 // shows the miss when the claim ends.
 func (r *claimRun) sendLetter(ctx workflow.Context, kind letters.Kind, name string, because []string) {
 	l := r.law
@@ -140,7 +141,15 @@ func (r *claimRun) sendLetter(ctx workflow.Context, kind letters.Kind, name stri
 		Facts: activities.LetterFacts{Kind: kind, Law: l.recorded, NoticeAt: l.events.NoticeAt, MoreTimeBecause: because,
 			DecideBy: l.decideDue(now), Cite: []string{l.recorded.Jurisdiction.Decide.Cite}}}
 	var res activities.LetterResult
-	if err := r.exec(ctx, plan.effect, a.SendLetter, in, &res); err != nil {
+	local := plan.letter.runsLocal(r.pending)
+	err := r.exec(ctx, plan.letter, a.SendLetter, in, &res)
+	if err != nil && local && retryRegular(err) {
+		// Its quick local attempts failed (a relay slow or down): the
+		// regular form retries without a workflow task each time.
+		workflow.GetLogger(ctx).Warn("letter failed locally: sending it as a regular activity", "kind", kind, "error", err)
+		err = r.exec(ctx, plan.effect.besideLine(), a.SendLetter, in, &res)
+	}
+	if err != nil {
 		workflow.GetLogger(ctx).Error("letter not sent", "kind", kind, "error", err)
 		return
 	}
@@ -175,13 +184,21 @@ func (l *lawRun) decided(now time.Time, v approvals.Verdict) {
 	}
 }
 
-// paid notes the payment's date.
-func (l *lawRun) paid(now time.Time) {
+// paid notes the payment's date: when the provider made the transfer,
+// which every attempt of the payment reports alike. (This task's clock
+// would not do: steps 7-9 may run again in a later task after a crash, and
+// the record they write must be the same bytes.) now only where the
+// provider gave no time.
+func (l *lawRun) paid(created, now time.Time) {
 	if l == nil {
 		return
 	}
-	now = now.UTC()
-	l.events.PaidAt = &now
+	at := created
+	if at.IsZero() {
+		at = now
+	}
+	at = at.UTC()
+	l.events.PaidAt = &at
 }
 
 // amended notes a claim changed while it waited: its proof of loss is

@@ -3,6 +3,7 @@ package workflows
 import (
 	"time"
 
+	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/letters"
 	"github.com/durableclaims/durableclaims/internal/statute"
@@ -138,30 +139,43 @@ func (s *ClaimSuite) TestLawRecordsABreach() {
 	s.False(s.clock(rec, "acknowledge").Breached)
 }
 
-// A claim the coverage check refuses is denied in writing at once: the
-// denial letter gives the specific reason and the provisions relied on,
-// says a person may review an automated decision, and acknowledges the
-// claim.
-func (s *ClaimSuite) TestLawDenialLetterGivesReasonsAndProvisions() {
+// A claim the coverage check finds nothing payable in is not denied by
+// the rules under the law: a person decides, shown the check's reason. An
+// approval of a request that pays nothing is refused; the adjuster's
+// rejection, with a reason, is the denial, and its letter gives that
+// reason, the coverage check's and the provisions relied on.
+func (s *ClaimSuite) TestLawADenialIsAPersonsWithReasonsAndProvisions() {
 	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
 	s.underLaw("US-TX", start)
 	c := testClaim("claim-law-3", "1840.00")
 	c.PolicyID = "pol-9999"
+	s.approve(30*time.Minute, "adjuster-17", nil)
+	s.reject(time.Hour, "adjuster-17", "no policy of ours covers this address")
 	s.start(c, Options{})
 
-	s.Equal(StatusRejected, s.result().Status)
-	s.Equal([]letters.Kind{letters.Denial}, s.letterKinds())
+	r := s.result()
+	s.Equal(StatusRejected, r.Status)
+	s.Require().NotNil(r.Approval)
+	s.Equal(int64(0), r.Approval.Request.AmountMinor, "the request pays nothing")
+	s.Equal(DenialReason+"no such policy", r.Approval.Request.Reasons[0])
+	s.Equal("adjuster-17", r.Approval.Decision.Approver)
+	st := s.status()
+	s.Require().Len(st.Attempts, 2)
+	s.Equal(approvals.CodeNothingToPay, st.Attempts[0].Code, "approving a denial is refused")
+	s.Equal(DecidedByApprover, st.Decided.By)
+
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Denial}, s.letterKinds())
 	n := s.calls.notices[0]
 	s.Require().NotNil(n.Letter)
-	s.Equal([]string{"no such policy"}, n.Letter.Reasons)
+	s.Equal([]string{"no such policy", "the decision of the claims adjuster who reviewed your claim: no policy of ours covers this address"}, n.Letter.Reasons)
 	s.Equal([]string{"Policy pol-9999: no such policy is in force with us"}, n.Letter.Provisions)
-	s.True(n.Letter.Automated, "the rules decided: the claimant may ask for a person")
-	body := s.calls.letters[0].Body
-	s.Contains(body, "no such policy")
+	s.False(n.Letter.Automated, "a person decided")
+	body := s.calls.letters[1].Body
+	s.Contains(body, "no policy of ours covers this address")
 	s.Contains(body, "Texas Department of Insurance")
 
 	rec := s.lawRecord()
-	s.Equal(start, *rec.AcknowledgedAt, "the decision letter acknowledges the claim")
+	s.Equal(start, *rec.AcknowledgedAt)
 	s.Nil(rec.PaidAt)
 	s.Empty(rec.Breaches)
 	for _, c := range rec.Clocks {

@@ -20,8 +20,16 @@ func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activitie
 	if r.modelDenies {
 		reasons = append([]string{NoPayoutReason}, reasons...)
 	}
+	if payout == 0 && r.law != nil {
+		reasons = append([]string{DenialReason + r.reason}, reasons...)
+	}
 	return reasons
 }
+
+// DenialReason sends a claim the coverage check finds nothing payable in
+// to a person where a jurisdiction's rules apply: a denial needs a
+// person's signed reason (law.go). The coverage check's reason follows.
+const DenialReason = "under the law a person decides a denial; the coverage check finds nothing payable: "
 
 // NoPayoutReason sends a claim to a person when the model recommends
 // paying nothing where a jurisdiction's rules apply (law.go): a denial is

@@ -140,6 +140,9 @@ const (
 	CodeSameApprover   = "same-approver"
 	CodeHandedOn       = "handed-on-too-often"
 	CodeWrongAudience  = "wrong-audience"
+	// CodeNothingToPay: the request pays nothing (a denial a person must
+	// decide); it can only be rejected, with a reason.
+	CodeNothingToPay = "nothing-to-pay"
 )
 
 // codes are the refusal codes, for telling a refused update from another

@@ -356,5 +356,4 @@ type Sent struct {
 	MessageID string    `json:"message_id"`
 	Subject   string    `json:"subject"`
 	Body      string    `json:"body"`
-	Replayed  bool      `json:"replayed,omitempty"`
 }

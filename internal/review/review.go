@@ -133,6 +133,7 @@ func Kind(reason string) string {
 	for _, k := range []struct{ prefix, kind string }{
 		{"payout ", "over-limit"},
 		{"the assessment recommends no payout", "no-payout"},
+		{"under the law a person decides a denial", "denial"},
 		{"fraud signal raised for investigators", "fraud-flag"},
 		{"fraud score ", "fraud-score"},
 		{"the claimant has ", "prior-claims"},
