@@ -43,6 +43,24 @@ func TestLawLettersAreSentOnceAndExamined(t *testing.T) {
 	assert.True(t, st.Approval.DueBy.After(time.Now().Add(30*24*time.Hour)), "California decides within 40 days")
 	assert.Equal(t, 1, worker.Kills(), "the worker was killed right after the acknowledgment was mailed")
 
+	// Operations see it against its statutory date, held for a supervisor.
+	out, err := w.ctl("deadlines", "--json")
+	require.NoError(t, err, out)
+	var due []struct {
+		ClaimID      string    `json:"claim_id"`
+		Jurisdiction string    `json:"jurisdiction"`
+		Overdue      bool      `json:"overdue"`
+		PastDue      bool      `json:"past_due"`
+		DueBy        time.Time `json:"due_by"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &due), out)
+	require.Len(t, due, 1, out)
+	assert.Equal(t, id, due[0].ClaimID)
+	assert.Equal(t, "US-CA", due[0].Jurisdiction)
+	assert.True(t, due[0].Overdue, "held overdue")
+	assert.False(t, due[0].PastDue, "but well inside the law's 40 days")
+	assert.True(t, due[0].DueBy.Equal(st.Approval.DueBy))
+
 	w.approve(id, "supervisor-3")
 	r := w.result(id)
 	require.Equal(t, workflows.StatusPaid, r.Status)
@@ -61,7 +79,7 @@ func TestLawLettersAreSentOnceAndExamined(t *testing.T) {
 	assert.Len(t, spool(id+".step5.overdue"), 1)
 
 	// The claim file keeps each letter, with the hash of the mail sent.
-	out, err := w.ctl("checkpoint")
+	out, err = w.ctl("checkpoint")
 	require.NoError(t, err, out)
 	out, err = w.ctl("verify", id)
 	require.NoError(t, err, out)
