@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -43,6 +44,9 @@ type Gate struct {
 	stamp         bool
 	policyVersion string
 	build         func(workflow.Context) string
+	// claimID is the run's claim (its workflow ID), for refusing a
+	// receipt for another claim before any wait names it.
+	claimID string
 }
 
 // MaxRechecks bounds how often one wait reads the claim again on the
@@ -60,7 +64,7 @@ const maxRefused = 32
 // Listen starts the gate: the approve and reject signals and the decide
 // update. Call it once, at the start of the workflow.
 func Listen(ctx workflow.Context) (*Gate, error) {
-	g := &Gate{used: map[string]bool{}}
+	g := &Gate{used: map[string]bool{}, claimID: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateDecide, g.handleDecide, workflow.UpdateHandlerOptions{
 		Validator: g.validateDecide,
 	})
@@ -146,24 +150,36 @@ func (g *Gate) receive(ctx workflow.Context, c workflow.ReceiveChannel, name str
 	}
 }
 
-// verdictOf is the verdict a decide update asks for: the receipt's when
-// it carries one (the update's own field may then only repeat it).
+// verdict is the verdict a decide update asks for: none ("") when its
+// decision field is empty, so the receipt's (a plain decision without one
+// is refused by the rules); a field that is neither approve nor reject is
+// an error.
 func (in DecideInput) verdict() (Verdict, error) {
-	switch {
-	case in.Decision == Approve || in.Decision == Reject:
+	switch in.Decision {
+	case Approve, Reject, "":
 		return in.Decision, nil
-	case in.Decision == "" && in.Receipt != "":
-		return "", nil
 	}
 	return "", refuse(CodeMalformed, "decision must be %q or %q", Approve, Reject)
 }
 
-func (g *Gate) validateDecide(ctx workflow.Context, in DecideInput) error {
-	v, err := in.verdict()
-	if err == nil {
-		_, err = g.check(v, in.Input(), workflow.Now(ctx))
+// CheckDecide is the validator's rule book for a decide update, whose
+// first refusal is the real cause: an unsigned body is refused as
+// unsigned, a receipt for another claim as that, an approver past their
+// limit as over it, before what its decision field or anything else
+// gets wrong.
+func (g *Gate) CheckDecide(in DecideInput, now time.Time) error {
+	v, bad := in.verdict()
+	if _, err := g.check(v, in.Input(), now); err != nil {
+		if first := g.firstCause(in.Input(), now); first != nil {
+			return first
+		}
+		return err
 	}
-	return answer(err)
+	return bad
+}
+
+func (g *Gate) validateDecide(ctx workflow.Context, in DecideInput) error {
+	return answer(g.CheckDecide(in, workflow.Now(ctx)))
 }
 
 // answer is how a refused update reads to whoever sent it: the sentence,

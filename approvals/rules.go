@@ -50,7 +50,7 @@ func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	}
 	if in.Receipt == "" {
 		if !g.wait.Trust.AllowUnsigned {
-			return candidate{}, refuse(CodeUnsigned, "unsigned: a decision needs a signed receipt, {\"receipt\":\"…\"} (issue one with claimsctl receipt); a typed approver name proves nothing")
+			return candidate{}, unsigned()
 		}
 		return g.checkPlain(v, in, ProofUnauthenticated)
 	}
@@ -97,6 +97,58 @@ func (g *Gate) check(v Verdict, in Input, now time.Time) (candidate, error) {
 	return c, g.authorise(c)
 }
 
+// unsigned refuses a decision that carries no receipt.
+func unsigned() error {
+	return refuse(CodeUnsigned, "unsigned: a decision needs a signed receipt, {\"receipt\":\"…\"} (issue one with claimsctl receipt); a typed approver name proves nothing")
+}
+
+// firstCause is, for a decision the rules refuse, the cause no retry can
+// fix when there is one, in this order: a receipt for another claim (read
+// unverified: refusing needs no proof of who signed it), no receipt where
+// one is needed, an approver past their limit. check keeps the order
+// recorded runs were refused in, since a signal's refusal is in its run's
+// audit record and a replay must write the same; the decide update's
+// validator, whose refusals enter no history, asks this first.
+func (g *Gate) firstCause(in Input, now time.Time) error {
+	a := g.current
+	if _, r, ok := PeekReceipt(in.Receipt); in.Receipt != "" && ok && g.claim() != "" && r.ClaimID != g.claim() {
+		return refuse(CodeOtherClaim, "receipt is for claim %s, not %s", trim(r.ClaimID), g.claim())
+	}
+	if a == nil || !a.Open() || g.wait.Trust == nil {
+		return nil
+	}
+	if in.Receipt == "" {
+		if !g.wait.Trust.AllowUnsigned {
+			return unsigned()
+		}
+		return nil
+	}
+	ver, err := VerifyReceipt(in.Receipt, authority.Book{Approvers: g.wait.Approvers, Services: g.wait.Trust.Services},
+		g.wait.Trust.Audience, now, g.wait.Trust.ReceiptMaxTTL)
+	if err != nil {
+		return nil
+	}
+	r, req := ver.Receipt, a.Request
+	ap, ok := g.wait.Approvers.Find(r.Subject)
+	if !ok {
+		return nil
+	}
+	amount := req.AmountMinor // what the receipt would pay
+	if r.Verdict == Approve && r.AmountMinor > 0 && r.AmountMinor < req.AmountMinor {
+		amount = r.AmountMinor
+	}
+	return overLimit(ap, amount, req)
+}
+
+// claim is the claim the gate decides: the waiting request's, else the
+// run's.
+func (g *Gate) claim() string {
+	if g.current != nil {
+		return g.current.Request.ClaimID
+	}
+	return g.claimID
+}
+
 // MaxHandoffs bounds how often one request may be handed on. A hand-off is
 // an accepted attempt, kept in the wait's state and its history, so without
 // a bound two approvers passing a request back and forth would grow both
@@ -133,6 +185,9 @@ const ProofNone = ""
 // runs started before receipts, and the development switch.
 func (g *Gate) checkPlain(v Verdict, in Input, proof string) (candidate, error) {
 	a := g.current
+	if v != Approve && v != Reject { // an update's with no decision field
+		return candidate{}, refuse(CodeMalformed, "decision must be %q or %q", Approve, Reject)
+	}
 	if strings.TrimSpace(in.Approver) == "" {
 		return candidate{}, refuse(CodeMalformed, "approver is required")
 	}
@@ -178,13 +233,11 @@ func (g *Gate) authorise(c candidate) error {
 	if a.Stage == StageEscalated && ap.Role != authority.Supervisor {
 		return refuse(CodeNeedSupervisor, "the claim is escalated: a supervisor must decide, %s is an %s", ap.ID, ap.Role)
 	}
-	req := a.Request
-	if c.verdict == Approve && req.AmountMinor <= 0 {
+	if c.verdict == Approve && a.Request.AmountMinor <= 0 {
 		return refuse(CodeNothingToPay, "the request pays nothing: it asks a person to decide a denial, so it can only be rejected, with a reason")
 	}
-	if limit, ok := ap.Limits[req.Currency]; !ok || limit < c.amount {
-		return refuse(CodeOverLimit, "over limit: %s may decide up to %s %s, the request is %s", ap.ID,
-			formatLimit(limit, ok, req.Currency), strings.ToUpper(req.Currency), claim.FormatAmount(c.amount, req.Currency))
+	if err := overLimit(ap, c.amount, a.Request); err != nil {
+		return err
 	}
 	if c.verdict == Reject && strings.TrimSpace(c.reason) == "" {
 		return refuse(CodeNeedsReason, "a rejection needs a reason")
@@ -198,6 +251,16 @@ func (g *Gate) authorise(c candidate) error {
 		if len(a.Votes)+1 >= a.Quorum && ap.Role != authority.Supervisor && !slices.ContainsFunc(a.Votes, func(v Decision) bool { return v.Role == string(authority.Supervisor) }) {
 			return refuse(CodeNeedSupervisor, "four eyes: one of the approvers must be a supervisor, and %s is an %s", ap.ID, ap.Role)
 		}
+	}
+	return nil
+}
+
+// overLimit refuses an approver whose limit in the request's currency is
+// below amount.
+func overLimit(ap authority.Approver, amount int64, req Request) error {
+	if limit, ok := ap.Limits[req.Currency]; !ok || limit < amount {
+		return refuse(CodeOverLimit, "over limit: %s may decide up to %s %s, the request is %s", ap.ID,
+			formatLimit(limit, ok, req.Currency), strings.ToUpper(req.Currency), claim.FormatAmount(amount, req.Currency))
 	}
 	return nil
 }

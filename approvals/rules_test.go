@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -185,4 +186,60 @@ func TestFourEyesAboveTheThreshold(t *testing.T) {
 	first := b.open(b.wait(1_000_001, nil))
 	vote(first, "supervisor-3")
 	assert.Empty(t, b.decides(first, "adjuster-21", Approve, 0), "the supervisor first, then an adjuster")
+}
+
+// A refused decide update names the real cause first, the one no retry
+// fixes: an unsigned body is unsigned, whatever its decision field says;
+// a receipt for another claim is that, even when nothing waits; an
+// approver past their limit is over it, even when their receipt is also
+// stale or lacks a reason. Signals keep the rules' recorded order (a
+// replay must refuse them in the same words), so there the stale hash
+// comes first.
+func TestARefusedDecisionNamesItsFirstCause(t *testing.T) {
+	b := newRuleBook(t)
+	signed := func(g *Gate, approver string, edit func(*Receipt)) DecideInput {
+		r, err := NewReceipt(Receipt{Audience: rulesAudience, Subject: approver, ClaimID: g.current.Request.ClaimID,
+			RequestSHA256: g.current.RequestSHA256, Verdict: Approve}, now, DefaultReceiptTTL)
+		require.NoError(t, err)
+		edit(&r)
+		tok, err := Sign(b.keys[approver], r)
+		require.NoError(t, err)
+		return DecideInput{Receipt: tok}
+	}
+	stale := func(r *Receipt) { r.RequestSHA256 = strings.Repeat("0", 64) }
+	refusal := func(err error) string {
+		if err == nil {
+			return "accepted"
+		}
+		return RefusalCode(err) + ": " + RefusalMessage(err)
+	}
+
+	g := b.open(b.wait(184_000, nil))
+	for body, in := range map[string]DecideInput{
+		`{"approver":"adjuster-17"}`:                      {Approver: "adjuster-17"},
+		`{"approver":"adjuster-17","decision":"maybe"}`:   {Approver: "adjuster-17", Decision: "maybe"},
+		`{"approver":"adjuster-17","decision":"approve"}`: {Approver: "adjuster-17", Decision: Approve},
+	} {
+		assert.True(t, strings.HasPrefix(refusal(g.CheckDecide(in, now)), "unsigned: unsigned: a decision needs a signed receipt"), body)
+	}
+
+	other := signed(g, "adjuster-17", func(r *Receipt) { r.ClaimID = "claim-0043"; stale(r) })
+	assert.Equal(t, "other-claim: receipt is for claim claim-0043, not claim-0042", refusal(g.CheckDecide(other, now)))
+	g.current.SetOpen(false)
+	assert.Equal(t, "other-claim: receipt is for claim claim-0043, not claim-0042", refusal(g.CheckDecide(other, now)),
+		"nothing waits, and the receipt was never for this claim")
+	assert.Equal(t, "not-waiting: claim is not waiting for a decision",
+		refusal(g.CheckDecide(signed(g, "adjuster-17", func(*Receipt) {}), now)), "this claim's receipt, when nothing waits")
+
+	g = b.open(b.wait(600_000, nil)) // adjuster-17 may decide up to 5,000.00
+	overLimit := "over-limit: over limit: adjuster-17 may decide up to 5000.00 USD, the request is "
+	assert.Equal(t, overLimit+"6000.00", refusal(g.CheckDecide(signed(g, "adjuster-17", stale), now)), "a fresh hash would not help")
+	_, err := g.Check(Approve, signed(g, "adjuster-17", stale).Input(), now)
+	assert.Equal(t, CodeStaleHash, RefusalCode(err), "a signal's refusal keeps the recorded order")
+	lower := signed(g, "adjuster-17", func(r *Receipt) { r.AmountMinor = 550_000 })
+	assert.Equal(t, overLimit+"5500.00", refusal(g.CheckDecide(lower, now)), "a reason would not help")
+	within := signed(g, "adjuster-17", func(r *Receipt) { r.AmountMinor = 450_000 })
+	assert.Equal(t, "needs-reason: approving a lower amount needs a reason", refusal(g.CheckDecide(within, now)),
+		"within the limit, the missing reason is the cause")
+	assert.Equal(t, "accepted", refusal(g.CheckDecide(signed(g, "supervisor-3", func(*Receipt) {}), now)))
 }

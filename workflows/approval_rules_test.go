@@ -140,6 +140,8 @@ func (s *ClaimSuite) TestAuthorityRules() {
 func (s *ClaimSuite) TestDecideUpdateValidatesBeforeHistory() {
 	early := s.decide(0, approvals.DecideInput{Approver: "adjuster-17", Decision: approvals.Approve})
 	plain := s.decide(time.Hour, approvals.DecideInput{Approver: "supervisor-3", Decision: approvals.Approve})
+	// An unsigned JSON body is refused as unsigned, not for the decision field it lacks.
+	unsignedBody := s.decide(time.Hour+30*time.Second, approvals.DecideInput{Approver: "supervisor-3"})
 	unknown := s.decideWith(time.Hour+time.Minute, func() approvals.DecideInput {
 		return approvals.DecideInput{Receipt: s.receipt("inbox", "mallory", approvals.Approve, nil)}
 	})
@@ -171,6 +173,7 @@ func (s *ClaimSuite) TestDecideUpdateValidatesBeforeHistory() {
 	s.start(testClaim("claim-0064", "1840.00"), Options{})
 	s.ErrorContains(early.rejected, "not waiting")
 	s.ErrorContains(plain.rejected, "unsigned")
+	s.ErrorContains(unsignedBody.rejected, "unsigned: a decision needs a signed receipt")
 	s.ErrorContains(unknown.rejected, "unknown approver")
 	s.ErrorContains(badVerdict.rejected, `decision must be "approve" or "reject"`)
 	s.ErrorContains(wrongVerdict.rejected, "receipt says approve; it cannot reject")
