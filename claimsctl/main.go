@@ -15,12 +15,14 @@
 //	claimsctl keygen --approver ID --out FILE [--directory approvers.json]
 //	claimsctl checkpoint | verify CLAIM… | verify --all | verify --bundle DIR | export CLAIM --out DIR   claim files
 //	claimsctl receipt approve|reject|handoff CLAIM --key FILE   a signed decision for temporal workflow signal (handoff: update)
+//	claimsctl decide approve|reject|handoff CLAIM --key FILE [--output json]   sign and send it: one line back
 //	claimsctl exam --from YYYY-MM-DD --to YYYY-MM-DD [--json]   the market-conduct report, from the claim files
 //	claimsctl deadlines [--within 72h] [--json]   waiting claims against their statutory decision clock
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -84,6 +86,10 @@ const usage = `usage:
   claimsctl temporal-auth --dir DIR [--namespace default] [--life 2160h]
                                 a signing key for a Temporal server of your own, its JWKS (DIR/jwks.json),
                                 and one token per program (worker, starter, inbox, claimsctl, reader, admin) as .env lines
+  claimsctl decide approve|reject|handoff CLAIM --key FILE [receipt's flags] [--output text|json]
+                                sign the receipt and send it with the claim's decide update; one line back
+                                ("approved claim-0045: 1,250.00 USD by adjuster-17"), or the recorded decision
+                                as JSON; a refusal exits 1 with the claim's reason
   claimsctl receipt approve|reject|handoff CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00] [--to ID]
                                 a signed decision receipt, {"receipt":"…"}, for
                                 temporal workflow signal --name approve --input "$(claimsctl receipt …)";
@@ -121,70 +127,68 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	var err error
-	switch args[0] {
-	case "show":
-		err = show(ctx, args[1:], stdout)
-	case "payments":
-		err = payments(ctx, args[1:], stdout)
-	case "wait":
-		err = wait(ctx, args[1:], stdout)
-	case "withdraw":
-		err = withdraw(ctx, args[1:], stdout)
-	case "amend":
-		err = amend(ctx, args[1:], stdout)
-	case "audit":
-		err = audit(ctx, args[1:], stdout)
-	case "dlq":
-		err = dlq(ctx, args[1:], stdout)
-	case "reconcile":
-		var code int
-		if code, err = reconcile(ctx, args[1:], stdout); err == nil && code != 0 {
-			return code
-		}
-	case "schedule":
-		err = schedule(ctx, args[1:], stdout)
-	case "receipt":
-		err = receipt(ctx, args[1:], stdout, stderr)
-	case "list":
-		err = list(ctx, args[1:], stdout)
-	case "checkpoint":
-		err = checkpoint(ctx, stdout)
-	case "export":
-		err = export(ctx, args[1:], stdout)
-	case "exam":
-		err = exam(ctx, args[1:], stdout)
-	case "deadlines":
-		var code int
-		if code, err = deadlines(ctx, args[1:], stdout); err == nil && code != 0 {
-			return code
-		}
-	case "verify":
-		var code int
-		if code, err = verify(ctx, args[1:], stdout); err == nil && code != 0 {
-			return code
-		}
-	case "stuck":
-		var code int
-		if code, err = stuck(ctx, args[1:], stdout); err == nil && code != 0 {
-			return code
-		}
-	case "reset-build":
-		err = resetBuild(ctx, args[1:], stdout)
-	case "replay-check":
-		var code int
-		if code, err = replaycheck.Command(ctx, args[1:], stdout, dial, nil); err == nil && code != 0 {
-			return code
-		}
-	default:
+	code, err := command(ctx, args[0], args[1:], stdout, stderr)
+	switch {
+	case errors.Is(err, errUnknownCommand):
 		fmt.Fprint(stderr, usage)
 		return 2
-	}
-	if err != nil {
+	case err != nil:
 		fmt.Fprintln(stderr, "claimsctl:", err)
 		return 1
 	}
-	return 0
+	return code
+}
+
+var errUnknownCommand = errors.New("unknown command")
+
+// command runs one of the commands that reach Temporal or the stores: the
+// exit code it chose (3 for a finding, 1 for a refused decision), or its
+// error.
+func command(ctx context.Context, name string, args []string, stdout, stderr io.Writer) (int, error) {
+	done := func(err error) (int, error) { return 0, err }
+	switch name {
+	case "show":
+		return done(show(ctx, args, stdout))
+	case "payments":
+		return done(payments(ctx, args, stdout))
+	case "wait":
+		return done(wait(ctx, args, stdout))
+	case "withdraw":
+		return done(withdraw(ctx, args, stdout))
+	case "amend":
+		return done(amend(ctx, args, stdout))
+	case "audit":
+		return done(audit(ctx, args, stdout))
+	case "dlq":
+		return done(dlq(ctx, args, stdout))
+	case "reconcile":
+		return reconcile(ctx, args, stdout)
+	case "schedule":
+		return done(schedule(ctx, args, stdout))
+	case "receipt":
+		return done(receipt(ctx, args, stdout, stderr))
+	case "decide":
+		return decide(ctx, args, stdout)
+	case "list":
+		return done(list(ctx, args, stdout))
+	case "checkpoint":
+		return done(checkpoint(ctx, stdout))
+	case "export":
+		return done(export(ctx, args, stdout))
+	case "exam":
+		return done(exam(ctx, args, stdout))
+	case "deadlines":
+		return deadlines(ctx, args, stdout)
+	case "verify":
+		return verify(ctx, args, stdout)
+	case "stuck":
+		return stuck(ctx, args, stdout)
+	case "reset-build":
+		return done(resetBuild(ctx, args, stdout))
+	case "replay-check":
+		return replaycheck.Command(ctx, args, stdout, dial, nil)
+	}
+	return 0, errUnknownCommand
 }
 
 // dial connects to Temporal from the environment, without client chatter

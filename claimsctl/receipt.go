@@ -92,62 +92,83 @@ func revokeKey(args []string, out io.Writer) error {
 // shown on stderr, so the approver sees what they sign.
 func receipt(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := flag.NewFlagSet("receipt", flag.ContinueOnError)
-	keyPath := fs.String("key", "", "the signing key file (claimsctl keygen)")
-	as := fs.String("as", "", "with a service key: the approver it vouches for")
-	reason := fs.String("reason", "", "why (required to reject, or to approve a lower amount)")
-	note := fs.String("note", "", "a note for the audit trail")
-	amount := fs.String("amount", "", "approve this lower amount instead of the request's (needs --reason)")
-	to := fs.String("to", "", "handoff: the colleague to hand the request to (send it with the decide update)")
-	hash := fs.String("request-sha256", "", "the request's full hash, when it was read elsewhere (default: ask the claim)")
-	audience := fs.String("audience", "", "with --request-sha256: the receipt's audience (default: this namespace and INSURER_DEPLOYMENT, as the claim's status names it)")
-	ttl := fs.Duration("ttl", approvals.DefaultReceiptTTL, "how long the receipt stays valid")
+	f := receiptFlags(fs)
 	if err := parseInterspersed(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 2 || *keyPath == "" {
+	if fs.NArg() != 2 || *f.key == "" {
 		return errors.New("usage: claimsctl receipt approve|reject|handoff CLAIM --key FILE [--as APPROVER] [--reason …] [--note …] [--amount 1400.00] [--to COLLEAGUE]")
 	}
-	verdict, id := approvals.Verdict(fs.Arg(0)), fs.Arg(1)
-	switch {
-	case verdict != approvals.Approve && verdict != approvals.Reject && verdict != approvals.Handoff:
-		return fmt.Errorf("receipt: the verdict is approve, reject or handoff, not %q", verdict)
-	case (verdict == approvals.Handoff) != (*to != ""):
-		return errors.New("receipt: a handoff names the colleague with --to, and only a handoff does")
-	}
-	kf, sub, err := signingKey(*keyPath, *as)
-	if err != nil {
-		return err
-	}
-	// What the workflow would refuse is refused here, before anything is
-	// signed: a rejection says why, a lower amount says why and is lower.
-	switch {
-	case verdict == approvals.Reject && strings.TrimSpace(*reason) == "":
-		return errors.New("receipt: a rejection needs a reason (--reason \"…\"): the claimant is told the claim is not paid, and the audit says why")
-	case *amount != "" && verdict != approvals.Approve:
-		return errors.New("receipt: only an approval may name a lower amount (--amount)")
-	case *amount != "" && strings.TrimSpace(*reason) == "":
-		return errors.New("receipt: approving a lower amount needs a reason (--reason \"…\")")
-	}
-	r := approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *reason, Note: *note, RequestSHA256: *hash, AssignTo: *to,
-		Audience: *audience}
-	if r.Audience == "" {
-		r.Audience = approvals.Audience(namespace(), config.Get("INSURER_DEPLOYMENT", "local"))
-	}
-	if r.RequestSHA256 == "" {
-		if err := fromClaim(ctx, &r, *amount, errOut); err != nil {
-			return err
-		}
-	} else if *amount != "" {
-		return errors.New("receipt: --amount needs the request from the claim (leave out --request-sha256)")
-	}
-	if r, err = approvals.NewReceipt(r, time.Now(), *ttl); err != nil {
-		return err
-	}
-	tok, err := approvals.Sign(kf, r)
+	_, tok, err := f.sign(ctx, approvals.Verdict(fs.Arg(0)), fs.Arg(1), errOut)
 	if err != nil {
 		return err
 	}
 	return json.NewEncoder(out).Encode(approvals.Input{Receipt: tok})
+}
+
+// signing is what a receipt says beyond its verdict and claim, and the
+// key that signs it: the flags of receipt and decide.
+type signing struct {
+	key, as, reason, note, amount, to, hash, audience *string
+	ttl                                               *time.Duration
+}
+
+func receiptFlags(fs *flag.FlagSet) signing {
+	return signing{
+		key:      fs.String("key", "", "the signing key file (claimsctl keygen)"),
+		as:       fs.String("as", "", "with a service key: the approver it vouches for"),
+		reason:   fs.String("reason", "", "why (required to reject, or to approve a lower amount)"),
+		note:     fs.String("note", "", "a note for the audit trail"),
+		amount:   fs.String("amount", "", "approve this lower amount instead of the request's (needs --reason)"),
+		to:       fs.String("to", "", "handoff: the colleague to hand the request to (send it with the decide update)"),
+		hash:     fs.String("request-sha256", "", "the request's full hash, when it was read elsewhere (default: ask the claim)"),
+		audience: fs.String("audience", "", "with --request-sha256: the receipt's audience (default: this namespace and INSURER_DEPLOYMENT, as the claim's status names it)"),
+		ttl:      fs.Duration("ttl", approvals.DefaultReceiptTTL, "how long the receipt stays valid"),
+	}
+}
+
+// sign makes and signs the receipt for verdict on claim id, refusing what
+// the workflow would refuse before anything is signed; preview says what
+// it does (fromClaim).
+func (f signing) sign(ctx context.Context, verdict approvals.Verdict, id string, preview io.Writer) (approvals.Receipt, string, error) {
+	var r approvals.Receipt
+	switch {
+	case verdict != approvals.Approve && verdict != approvals.Reject && verdict != approvals.Handoff:
+		return r, "", fmt.Errorf("receipt: the verdict is approve, reject or handoff, not %q", verdict)
+	case (verdict == approvals.Handoff) != (*f.to != ""):
+		return r, "", errors.New("receipt: a handoff names the colleague with --to, and only a handoff does")
+	}
+	kf, sub, err := signingKey(*f.key, *f.as)
+	if err != nil {
+		return r, "", err
+	}
+	// What the workflow would refuse is refused here, before anything is
+	// signed: a rejection says why, a lower amount says why and is lower.
+	switch {
+	case verdict == approvals.Reject && strings.TrimSpace(*f.reason) == "":
+		return r, "", errors.New("receipt: a rejection needs a reason (--reason \"…\"): the claimant is told the claim is not paid, and the audit says why")
+	case *f.amount != "" && verdict != approvals.Approve:
+		return r, "", errors.New("receipt: only an approval may name a lower amount (--amount)")
+	case *f.amount != "" && strings.TrimSpace(*f.reason) == "":
+		return r, "", errors.New("receipt: approving a lower amount needs a reason (--reason \"…\")")
+	}
+	r = approvals.Receipt{Subject: sub, ClaimID: id, Verdict: verdict, Reason: *f.reason, Note: *f.note, RequestSHA256: *f.hash, AssignTo: *f.to,
+		Audience: *f.audience}
+	if r.Audience == "" {
+		r.Audience = approvals.Audience(namespace(), config.Get("INSURER_DEPLOYMENT", "local"))
+	}
+	if r.RequestSHA256 == "" {
+		if err := fromClaim(ctx, &r, *f.amount, preview); err != nil {
+			return r, "", err
+		}
+	} else if *f.amount != "" {
+		return r, "", errors.New("receipt: --amount needs the request from the claim (leave out --request-sha256)")
+	}
+	if r, err = approvals.NewReceipt(r, time.Now(), *f.ttl); err != nil {
+		return r, "", err
+	}
+	tok, err := approvals.Sign(kf, r)
+	return r, tok, err
 }
 
 // signingKey reads the key file and says whom a receipt it signs is for:

@@ -682,9 +682,7 @@ func claims(n int) string {
 func usd(micros float64) string { return fmt.Sprintf("$%.6f", micros/1e6) }
 
 // money formats minor units of currency: "1,200.00 EUR".
-func money(minor int64, currency string) string {
-	return groupThousands(claim.FormatAmount(minor, currency)) + " " + strings.ToUpper(currency)
-}
+func money(minor int64, currency string) string { return claim.FormatMoney(minor, currency) }
 
 // signed is money with a sign: "+400.00 EUR", "-400.00 EUR".
 func signed(minor int64, currency string) string {
@@ -692,27 +690,6 @@ func signed(minor int64, currency string) string {
 		return "+" + money(minor, currency)
 	}
 	return money(minor, currency)
-}
-
-// groupThousands puts commas between the thousands of a decimal amount.
-func groupThousands(s string) string {
-	s, neg := strings.CutPrefix(s, "-")
-	whole, frac, hasFrac := strings.Cut(s, ".")
-	var g strings.Builder
-	for i, d := range whole {
-		if i > 0 && (len(whole)-i)%3 == 0 {
-			g.WriteByte(',')
-		}
-		g.WriteRune(d)
-	}
-	out := g.String()
-	if hasFrac {
-		out += "." + frac
-	}
-	if neg {
-		out = "-" + out
-	}
-	return out
 }
 
 // Colours of the payout plot.

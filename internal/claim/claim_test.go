@@ -99,6 +99,11 @@ func TestAmounts(t *testing.T) {
 	assert.Equal(t, "0.05", FormatAmount(5, "usd"))
 	assert.Equal(t, "-1.50", FormatAmount(-150, "usd"))
 	assert.Equal(t, "1840", FormatAmount(1840, "jpy"))
+	for minor, want := range map[int64]string{125000: "1,250.00 USD", 5: "0.05 USD", 99999: "999.99 USD", 123456789: "1,234,567.89 USD",
+		-184000: "-1,840.00 USD", 100000000: "1,000,000.00 USD"} {
+		assert.Equal(t, want, FormatMoney(minor, "usd"))
+	}
+	assert.Equal(t, "184,000 JPY", FormatMoney(184000, "jpy"))
 }
 
 func TestStepKey(t *testing.T) {

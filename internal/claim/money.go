@@ -78,3 +78,26 @@ func FormatAmount(minor int64, currency string) string {
 	div := int64(math.Pow10(exp))
 	return fmt.Sprintf("%s%d.%0*d", sign, minor/div, exp, minor%div)
 }
+
+// FormatMoney renders minor units for a person to read in a terminal or a
+// log: thousands grouped and the currency's code ("125000", "usd" →
+// "1,250.00 USD").
+func FormatMoney(minor int64, currency string) string {
+	s := FormatAmount(minor, currency)
+	sign, digits := "", s
+	if strings.HasPrefix(s, "-") {
+		sign, digits = "-", s[1:]
+	}
+	whole, frac, _ := strings.Cut(digits, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if frac != "" {
+		b.WriteString("." + frac)
+	}
+	return sign + b.String() + " " + strings.ToUpper(currency)
+}
