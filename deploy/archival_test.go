@@ -1,3 +1,8 @@
+//go:build !unit
+
+// This test starts a Temporal server on PostgreSQL: make test runs it,
+// make unit (built with the unit tag) leaves it out.
+
 package deploy
 
 import (

@@ -86,8 +86,9 @@ func readRepoFile(t *testing.T, rel string) []byte {
 
 // runJobScript runs a compose one-shot job's script (its one command,
 // under /bin/sh -c) as the job would, with a fake tool on PATH: fake is
-// the tool's shell script, written as bin/name. The job's environment
-// comes after extra. It returns the combined output.
+// the tool's shell script, written as bin/name. A fake sleep beside it
+// returns at once: the script's pauses between tries are not waited out.
+// The job's environment comes after extra. It returns the combined output.
 func runJobScript(t *testing.T, job types.ServiceConfig, name, fake string, extra ...string) ([]byte, error) {
 	t.Helper()
 	require.Equal(t, []string{"/bin/sh", "-c"}, []string(job.Entrypoint))
@@ -96,6 +97,7 @@ func runJobScript(t *testing.T, job types.ServiceConfig, name, fake string, extr
 	require.NoError(t, err)
 	bin := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(bin, name), []byte(fake), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "sleep"), []byte("#!/bin/sh\nexit 0\n"), 0o755))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sh, "-c", job.Command[0])

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durableclaims/durableclaims/testbed/testenv"
+	"github.com/durableclaims/durableclaims/testbed/unitguard"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -67,6 +68,7 @@ func newBrowserWorld(t *testing.T) *browserWorld {
 		return resp.StatusCode == http.StatusOK
 	}, testTimeout, pollEvery, "the inbox never served")
 
+	require.NoError(t, unitguard.Refuse("Chromium"))
 	chromium, err := exec.LookPath("chromium")
 	require.NoError(t, err, "Debian's chromium package is needed: apt-get install -y chromium")
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],

@@ -38,6 +38,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
 	"github.com/durableclaims/durableclaims/testbed/serversettings"
+	"github.com/durableclaims/durableclaims/testbed/unitguard"
 )
 
 // ServerVersion is the Temporal server this package runs: the one the
@@ -132,6 +133,9 @@ type process struct {
 // Start starts a cluster under dir (created if missing; it should be empty).
 // Stop it with Stop. ctx bounds the start only, not the cluster's life.
 func Start(ctx context.Context, dir string, opts Options) (*Cluster, error) {
+	if err := unitguard.Refuse("a Temporal server"); err != nil {
+		return nil, err
+	}
 	serverBin, sqlTool, err := binaries(opts.ServerBin, opts.SQLTool)
 	if err != nil {
 		return nil, err

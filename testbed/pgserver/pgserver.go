@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/durableclaims/durableclaims/testbed/unitguard"
 )
 
 // User is the superuser of every cluster started here.
@@ -76,6 +78,9 @@ func version(binDir string) int {
 // Start initialises a cluster in dir (which must be empty or not exist)
 // and starts it. Stop it with Stop.
 func Start(ctx context.Context, dir string, opts Options) (*Server, error) {
+	if err := unitguard.Refuse("PostgreSQL"); err != nil {
+		return nil, err
+	}
 	bin, err := BinDir()
 	if err != nil {
 		return nil, err

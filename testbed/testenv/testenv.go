@@ -28,6 +28,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/testbed/serversettings"
 	"github.com/durableclaims/durableclaims/testbed/stripesim"
+	"github.com/durableclaims/durableclaims/testbed/unitguard"
 )
 
 // TemporalCLI finds the Temporal CLI: $TEMPORAL, then PATH, then GOPATH/bin
@@ -59,6 +60,7 @@ func TemporalCLI(t testing.TB) string {
 // search attributes registered, and stops it when the test ends.
 func DevServer(t testing.TB) *testsuite.DevServer {
 	t.Helper()
+	require.NoError(t, unitguard.Refuse("a Temporal dev server"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	srv, err := testsuite.StartDevServer(ctx, testsuite.DevServerOptions{
@@ -164,6 +166,7 @@ type Supervised struct {
 // until Stop. Its output is kept and printed if the test fails.
 func Supervise(t testing.TB, env []string, path string, args ...string) *Supervised {
 	t.Helper()
+	require.NoError(t, unitguard.Refuse(filepath.Base(path)+", supervised"))
 	s := &Supervised{t: t, done: make(chan struct{}), log: &bytes.Buffer{}}
 	started := make(chan struct{})
 	go func() {
