@@ -394,8 +394,7 @@ func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out in
 	err := f.Get(ctx, out)
 	r.ran(p, local, out)
 	if err != nil {
-		var actErr *temporal.ActivityError
-		if cut && errors.As(err, &actErr) && actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+		if cut && attemptsRanOut(err, local) {
 			r.stepsExecuted = r.caps.MaxSteps
 			return capErr(CapSteps, "%d activity executions, retries included; the last: %v", r.caps.MaxSteps, err)
 		}
@@ -403,6 +402,23 @@ func (r *claimRun) execOnce(ctx workflow.Context, p stepPlan, fn, in any, out in
 	}
 	r.stepsExecuted += int(out.Attempts())
 	return nil
+}
+
+// attemptsRanOut says whether a step's error is its retry policy's
+// attempts running out. The server says so of a regular activity (its
+// retry state); a local activity's exhausted retries come back as its own
+// error with no retry state, so there it is any error it would have
+// retried: not one it refused for good, nor a timeout or a cancellation.
+func attemptsRanOut(err error, local bool) bool {
+	var actErr *temporal.ActivityError
+	if !errors.As(err, &actErr) {
+		return false
+	}
+	if actErr.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+		return true
+	}
+	var appErr *temporal.ApplicationError
+	return local && errors.As(err, &appErr) && !appErr.NonRetryable()
 }
 
 // callModel runs a model activity under the spend cap as well.

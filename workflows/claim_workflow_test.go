@@ -64,6 +64,8 @@ type calls struct {
 	// Knobs a test sets before start.
 	loadStatus string
 	payErr     error
+	// notifyErr fails every attempt of the claimant's e-mail.
+	notifyErr error
 	// reread changes the claim the system of record returns from the
 	// second read on (after an approval wait).
 	reread    func(*activities.LoadClaimResult)
@@ -277,6 +279,9 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.NotifyClaimant, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.NotifyInput) (activities.NotifyResult, error) {
 			c.add("notify", in.Key)
+			if c.notifyErr != nil {
+				return activities.NotifyResult{}, c.notifyErr
+			}
 			c.mu.Lock()
 			c.notices = append(c.notices, in)
 			c.mu.Unlock()
@@ -506,6 +511,24 @@ func (s *ClaimSuite) TestTheStepCapStopsAStepThatKeepsRetrying() {
 	s.Len(s.calls.keys["pay"], 3, "the payment tried as often as the cap left it, not its policy's 20 times")
 	s.Empty(s.calls.pays)
 	s.Empty(s.calls.keys["notify"], "nothing after the capped step")
+}
+
+// The same for a step that runs local: the claimant's e-mail after the
+// payment (nothing pending) fails retryably for ever; the cap cuts its
+// local attempts to the steps left and names itself in the dead letter.
+// A local activity's exhausted retries come back as the activity's own
+// error, with no retry state: execOnce must read them as the cap's end.
+func (s *ClaimSuite) TestTheStepCapStopsALocalStepThatKeepsRetrying() {
+	s.calls.notifyErr = temporal.NewApplicationError("smtp: 451 try again later", "MailUnavailable")
+	s.start(testClaim("claim-0075", "640.00"), Options{Caps: Caps{MaxSteps: 10}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(int(claim.StepNotify), r.DeadLetter.Step)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType, r.DeadLetter.Error)
+	s.Equal(CapSteps, r.DeadLetter.Cap)
+	s.Len(s.calls.keys["notify"], 2, "the e-mail tried as often as the cap left it")
+	s.Empty(s.calls.keys["close"], "nothing after the capped step")
 }
 
 // serverRetryState has activity failures say how they ended as the
