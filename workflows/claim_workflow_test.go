@@ -90,8 +90,10 @@ type calls struct {
 	// the claimant's letters sent (each rendered for real), overdue the
 	// overdue notices.
 	law *statute.Recorded
-	// recommendNothing: the assessment recommends paying nothing.
+	// recommendNothing: the assessment recommends paying nothing;
+	// statusLetterErr fails every status letter.
 	recommendNothing bool
+	statusLetterErr  error
 	letters          []activities.SentLetter
 	overdue          []activities.NoticeInput
 	claim            claim.Claim
@@ -297,7 +299,7 @@ func (s *ClaimSuite) SetupTest() {
 			c.mu.Lock()
 			c.closes = append(c.closes, in)
 			c.mu.Unlock()
-			return activities.CloseResult{Meta: one}, nil
+			return activities.CloseResult{ClosedAt: env.Now().UTC(), Meta: one}, nil
 		}).Maybe()
 	env.OnActivity(a.WriteAudit, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.AuditInput) (activities.AuditResult, error) {
@@ -329,6 +331,9 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.SendLetter, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.LetterInput) (activities.LetterResult, error) {
 			c.add("letter", in.Key)
+			if c.statusLetterErr != nil && in.Facts.Kind == "status" {
+				return activities.LetterResult{}, c.statusLetterErr
+			}
 			l, err := c.sendLetter(env.Now(), in.Key, in.Facts)
 			return activities.LetterResult{Letter: l, Meta: one}, err
 		}).Maybe()

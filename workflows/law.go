@@ -37,8 +37,12 @@ type lawRun struct {
 	sending bool
 }
 
-// statusLead is how long before a status letter is due the run sends it.
-const statusLead = 24 * time.Hour
+// statusLead is how long before a status letter is due the run sends it;
+// letterRetry how long it waits to try again a letter that was not sent.
+const (
+	statusLead  = 24 * time.Hour
+	letterRetry = 24 * time.Hour
+)
 
 // adoptLaw takes the jurisdiction intake recorded; noticeAt is when the
 // system of record registered the claim. Where a jurisdiction's rules
@@ -116,9 +120,16 @@ func (r *claimRun) watchLaw(ctx workflow.Context) (stop func(workflow.Context)) 
 			if done {
 				return
 			}
-			r.sendLetter(ctx, letters.Status, fmt.Sprintf("status-%d", len(l.events.StatusLetters)+1), []string{
+			if !r.sendLetter(ctx, letters.Status, fmt.Sprintf("status-%d", len(l.events.StatusLetters)+1), []string{
 				"your claim needs the decision of a claims adjuster, as our rules require for a claim like yours, and it is with them now",
-			})
+			}) {
+				// Not sent (a relay down past every retry, the step cap):
+				// the claim goes on, the miss will show as a breach, and
+				// the letter is tried again a day on, not in a loop.
+				if workflow.Sleep(ctx, letterRetry) != nil {
+					return
+				}
+			}
 		}
 	})
 	return func(ctx workflow.Context) {
@@ -130,9 +141,10 @@ func (r *claimRun) watchLaw(ctx workflow.Context) (stop func(workflow.Context)) 
 
 // sendLetter sends an acknowledgment or a status letter and notes its
 // date: local in the task that opened the wait or that its timer woke
-// (plan.letter), regular when its quick attempts fail. A letter that cannot be sent does not stop the claim: its clock
-// shows the miss when the claim ends.
-func (r *claimRun) sendLetter(ctx workflow.Context, kind letters.Kind, name string, because []string) {
+// (plan.letter), regular when its quick attempts fail. A letter that
+// cannot be sent does not stop the claim: it says so, and its clock shows
+// the miss when the claim ends.
+func (r *claimRun) sendLetter(ctx workflow.Context, kind letters.Kind, name string, because []string) (sent bool) {
 	l := r.law
 	l.sending = true
 	defer func() { l.sending = false }()
@@ -151,9 +163,10 @@ func (r *claimRun) sendLetter(ctx workflow.Context, kind letters.Kind, name stri
 	}
 	if err != nil {
 		workflow.GetLogger(ctx).Error("letter not sent", "kind", kind, "error", err)
-		return
+		return false
 	}
 	l.sent(res.Letter)
+	return true
 }
 
 // sent notes a letter in the claim's dates.

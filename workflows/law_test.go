@@ -3,6 +3,8 @@ package workflows
 import (
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/letters"
@@ -220,4 +222,24 @@ func (s *ClaimSuite) TestLawAModelCannotDeny() {
 	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Denial}, s.letterKinds())
 	s.Contains(s.calls.letters[1].Body, "the damage predates the policy")
 	s.False(s.calls.notices[0].Letter.Automated)
+}
+
+// A status letter that cannot be sent (the relay refuses it for good)
+// stops nothing: the run tries again a day on, not in a loop, a person
+// still decides, and the missed letter is a breach on record.
+func (s *ClaimSuite) TestLawALetterThatCannotBeSentIsABreachNotAStop() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	s.underLaw("US-CA", start)
+	s.calls.statusLetterErr = temporal.NewNonRetryableApplicationError("smtp: 550 mailbox unavailable", "MailRefused", nil)
+	s.approve(45*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-7", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Approval}, s.letterKinds())
+	tries := len(s.calls.keys["letter"]) - 1 // the acknowledgment
+	s.GreaterOrEqual(tries, 6, "tried again each day from day 39 to day 45")
+	s.LessOrEqual(tries, 8, "once a day, not in a loop")
+	rec := s.lawRecord()
+	s.Contains(rec.Breaches, "decide", "no timely letter: the 40 days stand")
+	s.Contains(rec.Breaches, "status", "the letter due was never sent")
 }
