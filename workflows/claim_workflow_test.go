@@ -91,9 +91,11 @@ type calls struct {
 	// overdue notices.
 	law *statute.Recorded
 	// recommendNothing: the assessment recommends paying nothing;
-	// statusLetterErr fails every status letter.
+	// statusLetterErr and ackLetterErr fail every status letter and
+	// every acknowledgment.
 	recommendNothing bool
 	statusLetterErr  error
+	ackLetterErr     error
 	letters          []activities.SentLetter
 	overdue          []activities.NoticeInput
 	claim            claim.Claim
@@ -333,6 +335,9 @@ func (s *ClaimSuite) SetupTest() {
 			c.add("letter", in.Key)
 			if c.statusLetterErr != nil && in.Facts.Kind == "status" {
 				return activities.LetterResult{}, c.statusLetterErr
+			}
+			if c.ackLetterErr != nil && in.Facts.Kind == "acknowledgment" {
+				return activities.LetterResult{}, c.ackLetterErr
 			}
 			l, err := c.sendLetter(env.Now(), in.Key, in.Facts)
 			return activities.LetterResult{Letter: l, Meta: one}, err

@@ -243,3 +243,39 @@ func (s *ClaimSuite) TestLawALetterThatCannotBeSentIsABreachNotAStop() {
 	s.Contains(rec.Breaches, "decide", "no timely letter: the 40 days stand")
 	s.Contains(rec.Breaches, "status", "the letter due was never sent")
 }
+
+// A policy that names no jurisdiction is under the rule sets' default, the
+// NAIC model regulation: a status letter on day 20, before the 21-day
+// decision is due, defers it (§7 C), and a decision on day 25 is in time.
+func (s *ClaimSuite) TestLawTheDefaultRulesApply() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	law := s.underLaw("", start)
+	s.Equal("US", s.calls.law.Code, "the default")
+	s.approve(25*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-8", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal([]letters.Kind{letters.Acknowledgment, letters.Status, letters.Approval}, s.letterKinds())
+	j := law.Jurisdiction()
+	s.True(law.Due(j.Decide, start).Add(-statusLead).Equal(s.calls.letters[1].SentAt))
+	rec := s.lawRecord()
+	s.Equal("US", rec.Jurisdiction)
+	s.Empty(rec.Breaches)
+}
+
+// An acknowledgment that cannot be sent is a late acknowledgment: the
+// claim is acknowledged only by its decision letter, on day 20, past
+// California's 15 days, and the breach is on record.
+func (s *ClaimSuite) TestLawALateAcknowledgmentIsABreach() {
+	start := time.Date(2026, time.November, 2, 17, 0, 0, 0, time.UTC)
+	s.underLaw("US-CA", start)
+	s.calls.ackLetterErr = temporal.NewNonRetryableApplicationError("smtp: 550 mailbox unavailable", "MailRefused", nil)
+	s.approve(20*day, "supervisor-3", nil)
+	s.start(testClaim("claim-law-9", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status)
+	s.Equal([]letters.Kind{letters.Approval}, s.letterKinds())
+	rec := s.lawRecord()
+	s.Equal([]string{"acknowledge"}, rec.Breaches)
+	s.True(start.Add(20*day).Equal(*rec.AcknowledgedAt), "acknowledged by the decision letter")
+}
