@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
+.PHONY: all build demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
 
 all: build
 
@@ -125,6 +125,17 @@ lint:
 	$(GOBIN)/workflowcheck -config workflowcheck.config.yaml ./...
 	$(GOBIN)/staticcheck ./...
 	cd temporalserver && $(GOBIN)/staticcheck ./...
+
+# Mutation testing of the packages that hold the guarantees, one mutant at a
+# time, with gremlins, pinned (scripts/mutate.sh; how long each package
+# takes and what lives: docs/reliability.md, "Mutation testing"). Not in
+# make test or CI. Reports in var/mutate/, the score of each package
+# printed; MUTATE_PKGS="approvals" for one package.
+GREMLINS_VERSION := v0.6.0
+MUTATE_PKGS ?= internal/authority internal/decision internal/review internal/statute internal/letters internal/audit approvals internal/claimfile internal/store activities workflows
+mutate:
+	@test -x $(GOBIN)/gremlins || $(GO) install github.com/go-gremlins/gremlins/cmd/gremlins@$(GREMLINS_VERSION)
+	GREMLINS=$(GOBIN)/gremlins MUTATE_PKGS="$(MUTATE_PKGS)" ./scripts/mutate.sh
 
 # A short run of every fuzz target. Budgets are execution counts, not
 # durations: with a duration, Go 1.26's fuzz coordinator can report
