@@ -97,3 +97,88 @@ func TestDirectoryKeysAreChecked(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+// Each check of a service key and a key ID on its own, with every other
+// part of the entry valid: a service needs a name of its own, of at most
+// MaxIDLen characters, and a key ID is at most MaxKeyIDLen characters.
+func TestServiceNamesAndKeyIDsAreCheckedOneByOne(t *testing.T) {
+	jwk := func(kid string) string {
+		k, err := GenerateKey("s", true)
+		require.NoError(t, err)
+		pub := k.Public().JWK()
+		if kid != "" {
+			pub.KeyID = kid
+		}
+		data, err := json.Marshal(pub)
+		require.NoError(t, err)
+		return string(data)
+	}
+	services := func(names ...string) string {
+		var list []string
+		for _, n := range names {
+			list = append(list, `{"name":"`+n+`","key":`+jwk("")+`}`)
+		}
+		return `{"approvers":[],"service_keys":[` + strings.Join(list, ",") + `]}`
+	}
+	b, err := Parse([]byte(services("inbox", strings.Repeat("s", MaxIDLen))))
+	require.NoError(t, err)
+	assert.Len(t, b.Services, 2)
+	for name, doc := range map[string]string{
+		"no name":       services(""),
+		"long name":     services(strings.Repeat("s", MaxIDLen+1)),
+		"same name":     services("inbox", "inbox"),
+		"long kid":      `{"approvers":[],"service_keys":[{"name":"s","key":` + jwk(strings.Repeat("k", MaxKeyIDLen+1)) + `}]}`,
+		"long kid (ap)": `{"approvers":[{"id":"a","role":"adjuster","limits":{"usd":"1"},"keys":[` + jwk(strings.Repeat("k", MaxKeyIDLen+1)) + `]}]}`,
+	} {
+		_, err := Parse([]byte(doc))
+		assert.Error(t, err, name)
+	}
+	_, err = Parse([]byte(`{"approvers":[],"service_keys":[{"name":"s","key":` + jwk(strings.Repeat("k", MaxKeyIDLen)) + `}]}`))
+	assert.NoError(t, err, "a kid of exactly %d characters", MaxKeyIDLen)
+}
+
+// A key's owner becomes the start of its key ID: 1 to 64 characters, none
+// of them a space, slash or quote.
+func TestKeyOwnersAreNamesOfAtMost64Characters(t *testing.T) {
+	k, err := GenerateKey(strings.Repeat("o", 64), false)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(k.Key.KeyID, strings.Repeat("o", 64)+"-"))
+	for _, owner := range []string{"", strings.Repeat("o", 65), "two words", "a/b", `a"b`} {
+		_, err := GenerateKey(owner, false)
+		assert.Error(t, err, "%q", owner)
+	}
+}
+
+// A key file is a private key with a kid, for one approver or one service:
+// a public key, a key without a kid, or a file for both or neither is
+// refused, so nobody signs with a file that cannot sign or names no owner.
+func TestKeyFilesAreOnePrivateKeyForOneOwner(t *testing.T) {
+	k, err := GenerateKey("adjuster-17", false)
+	require.NoError(t, err)
+	write := func(f any) string {
+		data, err := json.Marshal(f)
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "k.key")
+		require.NoError(t, os.WriteFile(path, data, 0o600))
+		return path
+	}
+	back, err := ReadKeyFile(write(k))
+	require.NoError(t, err)
+	assert.Equal(t, "adjuster-17", back.Approver)
+
+	noKid := k
+	noKid.Key.KeyID = ""
+	both := k
+	both.Service = "inbox"
+	neither := k
+	neither.Approver = ""
+	for name, f := range map[string]any{
+		"public key": map[string]any{"approver": "adjuster-17", "key": k.Public().JWK()},
+		"no kid":     noKid,
+		"both":       both,
+		"neither":    neither,
+	} {
+		_, err := ReadKeyFile(write(f))
+		assert.Error(t, err, name)
+	}
+}
