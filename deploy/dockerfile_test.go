@@ -36,10 +36,11 @@ var binaries = map[string]string{
 
 // notShipped lists main packages that are deliberately left out of the image.
 var notShipped = map[string]bool{
-	"./testbed/cmd/bench":   true, // a benchmark harness for `make bench`, not a service
-	"./testbed/cmd/soak":    true, // the chaos soak for `make soak`, not a service
-	"./testbed/cmd/cluster": true, // a local Temporal server on PostgreSQL for `make cluster`, not a service
-	"./temporalserver":      true, // its own module, in its own image: deploy/temporal/Dockerfile (TestTemporalServerImage)
+	"./testbed/cmd/bench":     true, // a benchmark harness for `make bench`, not a service
+	"./testbed/cmd/soak":      true, // the chaos soak for `make soak`, not a service
+	"./testbed/cmd/cluster":   true, // a local Temporal server on PostgreSQL for `make cluster`, not a service
+	"./testbed/cmd/casecover": true, // a helper of `make mutate`, not a service
+	"./temporalserver":        true, // its own module, in its own image: deploy/temporal/Dockerfile (TestTemporalServerImage)
 }
 
 type instruction struct {
