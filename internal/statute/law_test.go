@@ -497,3 +497,58 @@ func TestStatusLettersDefer(t *testing.T) {
 		StatusLetters: []time.Time{local(t, fl, "2026-06-30 10:00"), local(t, fl, "2026-07-29 10:00")}}
 	assert.True(t, fl.Clocks(f, late)[1].Breached, "Florida: pay or deny within 60 days, letters or not")
 }
+
+// A status letter sent early, whose next letter would fall due before the
+// decision does, defers nothing: the decision keeps its own 40 days, never
+// a shorter clock run from the letter.
+func TestAnEarlyLetterNeverShortensTheDecision(t *testing.T) {
+	ca := lawOf(t, "US-CA")
+	proof := local(t, ca, "2026-06-01 10:00")
+	decided := local(t, ca, "2026-07-08 10:00") // day 37
+	e := Events{NoticeAt: proof, ProofOfLossAt: &proof, DecidedAt: &decided,
+		StatusLetters: []time.Time{local(t, ca, "2026-06-05 09:00")}} // next due July 6
+	d := ca.Clocks(e, decided)[1]
+	require.Equal(t, "decide", d.Clock)
+	assert.Equal(t, local(t, ca, "2026-07-12 00:00"), *d.DueAt)
+	assert.Equal(t, 40, d.Limit)
+	assert.False(t, d.Breached, "decided on day 37 of 40")
+	assert.NotContains(t, d.Cite, "deferred")
+}
+
+// An extension is earned only by a first status letter sent before both
+// the decision and the letter itself were due, and it never shortens the
+// decision: each on its own, in a rule set whose status letter falls due
+// before the decision (10 against 15 business days), and one whose
+// extension is shorter than the decision's own clock.
+func TestAnExtensionIsEarnedOnTimeAndNeverShortens(t *testing.T) {
+	rec, err := Shipped().Record("US-TX")
+	require.NoError(t, err)
+	law := func(edit func(j *Jurisdiction)) Law {
+		r := rec
+		ext, first := *r.Jurisdiction.Extension, *r.Jurisdiction.StatusFirst
+		r.Jurisdiction.Extension, r.Jurisdiction.StatusFirst = &ext, &first
+		edit(&r.Jurisdiction)
+		l, err := r.Law()
+		require.NoError(t, err)
+		return l
+	}
+	// Proof of loss on Monday June 1: 15 business days end Tuesday June 23
+	// (June 19 is a holiday), 10 end Monday June 15.
+	events := func(l Law, letter string) Events {
+		return Events{NoticeAt: local(t, l, "2026-05-26 10:00"), ProofOfLossAt: ptr(local(t, l, "2026-06-01 09:00")),
+			StatusLetters: []time.Time{local(t, l, letter)}}
+	}
+
+	early := law(func(j *Jurisdiction) { j.StatusFirst.Days = 10 })
+	d := early.Clocks(events(early, "2026-06-17 10:00"), local(t, early, "2026-06-18 10:00"))[1]
+	assert.Equal(t, BusinessDays, d.Unit, "a first letter after its own due date earns nothing")
+	assert.Equal(t, 15, d.Limit)
+	d = early.Clocks(events(early, "2026-06-12 10:00"), local(t, early, "2026-06-18 10:00"))[1]
+	assert.Equal(t, CalendarDays, d.Unit, "on time: the extension")
+
+	short := law(func(j *Jurisdiction) { j.Extension.Days = 3 })
+	d = short.Clocks(events(short, "2026-06-03 10:00"), local(t, short, "2026-06-10 10:00"))[1]
+	assert.Equal(t, BusinessDays, d.Unit, "an extension to June 6 would shorten a clock that ends June 23")
+	assert.Equal(t, local(t, short, "2026-06-24 00:00"), *d.DueAt)
+	assert.False(t, d.Breached)
+}

@@ -215,6 +215,15 @@ func TestValidateRefusesEachBadField(t *testing.T) {
 	}
 }
 
+// A clock of exactly the longest allowed days is valid.
+func TestClocksUpToMaxDaysAreValid(t *testing.T) {
+	r := Shipped()
+	j := r.Jurisdictions["US-TX"]
+	j.Pay.Days = maxDays
+	r.Jurisdictions["US-TX"] = j
+	assert.NoError(t, r.Validate())
+}
+
 func TestLoad(t *testing.T) {
 	r, err := Load("")
 	require.NoError(t, err)
