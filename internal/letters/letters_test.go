@@ -383,3 +383,76 @@ func TestGoldenLetters(t *testing.T) {
 		})
 	}
 }
+
+// Each limit of a letter's text admits exactly its size: MaxLines entries
+// of MaxLine characters; an approval may pay exactly the amount claimed.
+func TestLimitsAdmitExactlyTheirSize(t *testing.T) {
+	f := facts(Denial)
+	f.Reasons = make([]string, MaxLines)
+	for i := range f.Reasons {
+		f.Reasons[i] = strings.Repeat("r", MaxLine)
+	}
+	_, err := Render(Denial, f)
+	assert.NoError(t, err)
+
+	f = facts(Approval)
+	f.ApprovedMinor = f.ClaimedMinor
+	l, err := Render(Approval, f)
+	require.NoError(t, err)
+	assert.Contains(t, l.Body, "1840.00 USD")
+}
+
+// An approval of a claim for nothing is refused for the claim, the one
+// fault there is, and not also for the amount approved.
+func TestNothingClaimedIsTheOneFault(t *testing.T) {
+	f := facts(Approval)
+	f.ClaimedMinor = 0
+	_, err := Render(Approval, f)
+	var refused RefusedError
+	require.True(t, errors.As(err, &refused), "%v", err)
+	require.Len(t, refused.Fields, 1, "%v", err)
+	assert.Equal(t, "ClaimedMinor", refused.Fields[0].Field)
+}
+
+// Every bidirectional control, the first and last of each range included,
+// is refused: text that reads otherwise than it is stored never reaches a
+// claimant. The characters just outside the ranges are printed.
+func TestEveryBidiControlIsRefused(t *testing.T) {
+	for _, r := range []rune{'\u202A', '\u202B', '\u202C', '\u202D', '\u202E', '\u2066', '\u2067', '\u2068', '\u2069', '\u200E', '\u200F', '\u061C'} {
+		f := facts(Denial)
+		f.Reasons = []string{"covered " + string(r) + "tou"}
+		_, err := Render(Denial, f)
+		var refused RefusedError
+		require.True(t, errors.As(err, &refused), "%U: %v", r, err)
+		assert.Equal(t, "Reasons[0]", refused.Fields[0].Field, "%U", r)
+	}
+	for _, r := range []rune{'\u2029', '\u202F', '\u2065', '\u206A'} {
+		assert.False(t, bidiControl(r), "%U", r)
+	}
+}
+
+// The law a letter is sent under is named as the facts name it: name and
+// code, the name alone, or the code alone.
+func TestLetterNamesTheLawItIsSentUnder(t *testing.T) {
+	for _, tc := range []struct{ name, code, want string }{
+		{"California", "US-CA", "the law of California (US-CA):"},
+		{"California", "", "the law of California:"},
+		{"", "US-CA", "the law of US-CA:"},
+	} {
+		f := facts(Acknowledgment)
+		f.JurisdictionName, f.Jurisdiction = tc.name, tc.code
+		l, err := Render(Acknowledgment, f)
+		require.NoError(t, err)
+		assert.Contains(t, strings.Join(strings.Fields(l.Body), " "), tc.want)
+	}
+}
+
+// A regulator or appeal ending a sentence is printed as written; one
+// that does not gets its full stop.
+func TestSentencesEndOnce(t *testing.T) {
+	for in, want := range map[string]string{
+		"Call us.": "Call us.", "Call us!": "Call us!", "Call us?": "Call us?", "Call us": "Call us.", "  ": "",
+	} {
+		assert.Equal(t, want, sentence(in), "%q", in)
+	}
+}
