@@ -188,6 +188,10 @@ func TestValidateRefusesEachBadField(t *testing.T) {
 		{"extension starts", in("US-TX", func(j *Jurisdiction) { j.Extension.Starts = FromAcceptance }), `jurisdictions["US-TX"].extension.starts: must be one of`},
 		{"status every alone", in("US-CA", func(j *Jurisdiction) { j.StatusFirst = nil }), `jurisdictions["US-CA"].status_every: needs status_first`},
 		{"extension alone", in("US-TX", func(j *Jurisdiction) { j.StatusFirst = nil }), `jurisdictions["US-TX"].extension: needs status_first`},
+		{"deferring without letters", in("US-CA", func(j *Jurisdiction) { j.StatusEvery = nil }), `jurisdictions["US-CA"].status_defers: needs status_first and status_every`},
+		{"deferring and extending", in("US-TX", func(j *Jurisdiction) {
+			j.StatusDefers, j.StatusEvery = true, &Clock{Days: 30, Unit: CalendarDays, Starts: FromStatus, Cite: "a rule of our own"}
+		}), `jurisdictions["US-TX"].status_defers: and extension both move the decision`},
 		{"zone", in("US-TX", func(j *Jurisdiction) { j.TimeZone = "America/Austin" }), `jurisdictions["US-TX"].time_zone: "America/Austin" is not a known IANA time zone`},
 		{"zone missing", in("US-TX", func(j *Jurisdiction) { j.TimeZone = "" }), `jurisdictions["US-TX"].time_zone: must be an IANA time zone`},
 		{"calendar", in("US-TX", func(j *Jurisdiction) { j.Calendar = "us-texas" }), `jurisdictions["US-TX"].calendar: "us-texas" is not in calendars`},
