@@ -3,6 +3,7 @@ package claimfile
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"slices"
@@ -129,17 +130,24 @@ func TestTheTimelineNamesEachTasksBuild(t *testing.T) {
 		completed(4, &historypb.WorkflowTaskCompletedEventAttributes{WorkerVersion: &commonpb.WorkerVersionStamp{BuildId: "8b62c2a863fe"}}),
 		completed(9, &historypb.WorkflowTaskCompletedEventAttributes{DeploymentVersion: &deploymentpb.WorkerDeploymentVersion{BuildId: "v42", DeploymentName: "claims"}}),
 		completed(14, &historypb.WorkflowTaskCompletedEventAttributes{}),
+		//lint:ignore SA1019 what servers recorded before deployment versions had their own message
+		completed(19, &historypb.WorkflowTaskCompletedEventAttributes{WorkerDeploymentVersion: "claims.v43"}),
+		//lint:ignore SA1019 a deployment named with no build: the worker version stamp's
+		completed(24, &historypb.WorkflowTaskCompletedEventAttributes{WorkerDeploymentVersion: "claims.", WorkerVersion: &commonpb.WorkerVersionStamp{BuildId: "8b62c2a863fe"}}),
 	}
 	for _, e := range events {
 		e.EventTime = timestamppbOf(at)
 	}
 	var f File
 	f.FromHistory(events, converter.GetDefaultDataConverter())
-	require.Len(t, f.Timeline, 3)
-	assert.Equal(t, []string{"8b62c2a863fe", "v42", ""}, []string{f.Timeline[0].BuildID, f.Timeline[1].BuildID, f.Timeline[2].BuildID})
+	var builds []string
+	for _, e := range f.Timeline {
+		builds = append(builds, e.BuildID)
+	}
+	assert.Equal(t, []string{"8b62c2a863fe", "v42", "", "v43", "8b62c2a863fe"}, builds)
 	body, err := Encode(f)
 	require.NoError(t, err)
-	assert.Equal(t, 2, bytes.Count(body, []byte(`"build_id"`)), "a task with no build names none")
+	assert.Equal(t, 4, bytes.Count(body, []byte(`"build_id"`)), "a task with no build names none")
 }
 
 func timestamppbOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
@@ -224,4 +232,142 @@ func TestEachCheckOfABundleFailsOnItsOwn(t *testing.T) {
 			assert.Equal(t, tc.check, p.Check, "%s: nothing but the check fails: %v", tc.name, p)
 		}
 	}
+}
+
+// The provenance checks, each at its edge: the intake read is the completed
+// one; an intake or a decision that names no policy version, and a file
+// whose timeline names no builds or that ends in a dead letter, are not
+// held to what they do not record; every model step is compared, whichever
+// of the model's activities recorded it, and a model use naming only a
+// prompt version is compared too.
+func TestProvenanceChecksAtTheirEdges(t *testing.T) {
+	output := func(v any) json.RawMessage {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		record func(map[string]any)
+		intake func(map[string]any)
+		file   func(*File)
+		where  string // "": no problem
+		wants  string
+	}{
+		{name: "a failed intake before the completed one", file: func(f *File) {
+			f.Steps = append([]Step{{Activity: "LoadClaim", Local: true, Outcome: "failed", Failure: "store unavailable"}}, f.Steps...)
+		}},
+		{name: "an intake that names no policy version", intake: func(in map[string]any) { delete(in, "policy_version") }},
+		{name: "a decision that names no policy version", record: func(r map[string]any) { delete(r["decided"].(map[string]any), "policy_version") }},
+		{name: "a timeline without builds", record: func(r map[string]any) { r["decided"].(map[string]any)["build_id"] = "build-Z" },
+			file: func(f *File) { f.Timeline = []Event{{ID: 4, Type: "WORKFLOW_TASK_COMPLETED"}} }},
+		{name: "a dead letter decided in its last task", record: func(r map[string]any) {
+			r["outcome"] = "dead-lettered"
+			r["decided"].(map[string]any)["build_id"] = "build-Z"
+		}, file: func(f *File) { f.Outcome = "dead-lettered" }},
+		{name: "an answer naming only its prompt", record: func(r map[string]any) {
+			m := r["models"].([]map[string]any)[0]
+			m["prompt_version"], m["build_id"] = "rules-2", ""
+		}, where: "record models step 2 turn 1", wants: "prompt rules-2"},
+		{name: "an assessment under another model", record: func(r map[string]any) {
+			r["models"] = append(r["models"].([]map[string]any),
+				map[string]any{"step": 4, "model": "rules/v2", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "a1"})
+		}, file: func(f *File) {
+			f.Steps = append(f.Steps, Step{Activity: "AssessClaim", Outcome: "completed",
+				Output: output(map[string]any{"model": "rules/v1", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "a1"})})
+		}, where: "record models step 4 turn 0", wants: "names rules/v2"},
+		{name: "a one-call triage under another model", record: func(r map[string]any) {
+			r["models"] = append(r["models"].([]map[string]any),
+				map[string]any{"step": 2, "model": "rules/v2", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "c1"})
+		}, file: func(f *File) {
+			f.Steps = append(f.Steps, Step{Activity: "TriageClaim", Outcome: "completed",
+				Output: output(map[string]any{"model": "rules/v1", "prompt_version": "rules-1", "build_id": "build-A", "output_sha256": "c1"})})
+		}, where: "record models step 2 turn 0", wants: "names rules/v2"},
+	} {
+		f := provenanceFile(t, tc.record, tc.intake)
+		if tc.file != nil {
+			tc.file(&f)
+		}
+		ps := f.Check()
+		if tc.where == "" {
+			assert.Empty(t, ps, tc.name)
+			continue
+		}
+		if assert.NotEmpty(t, ps, tc.name) {
+			assert.Equal(t, tc.where, ps[0].Where, tc.name)
+			assert.Contains(t, ps[0].What, tc.wants, tc.name)
+		}
+	}
+}
+
+// Offline, the ledger key is the one the auditor holds when they give one
+// (else the bundle's own), and each document in the bundle is the one the
+// claim recorded, by digest and by size.
+func TestVerifyHoldsTheKeyAndTheDocuments(t *testing.T) {
+	key, public := testLedger(t)
+	_, otherPublic := testLedger(t)
+	f := provenanceFile(t, nil, nil)
+	body := []byte("%PDF-1.4 the invoice")
+	sum := sha256.Sum256(body)
+	f.Documents = []Document{{Name: "invoice.pdf", URI: "blob://documents/invoice.pdf", SHA256: hex.EncodeToString(sum[:]), Size: int64(len(body))}}
+	b := bundleOf(t, f, key, public)
+
+	_, ps := Verify(b, "")
+	assert.Empty(t, ps, "no key held: the bundle's own")
+	_, ps = Verify(b, otherPublic)
+	assert.Equal(t, []string{CheckCheckpoint}, checksFailed(ps), "%v", ps)
+	assert.True(t, problemAt(ps, "ledger.pub", "is not the ledger key you hold"), "%v", ps)
+
+	b.Documents = map[string][]byte{"invoice.pdf": body}
+	_, ps = Verify(b, public)
+	assert.Empty(t, ps, "the document recorded")
+	for name, doc := range map[string][]byte{"other bytes": []byte("%PDF-1.4 the invoicf"), "longer": append(slices.Clone(body), ' ')} {
+		b.Documents = map[string][]byte{"invoice.pdf": doc}
+		_, ps = Verify(b, public)
+		assert.True(t, problemAt(ps, "documents/invoice.pdf", "is not the document the claim recorded"), "%s: %v", name, ps)
+	}
+	b.Documents = map[string][]byte{"invoice.pdf": body}
+	f.Documents[0].Size++
+	b2 := bundleOf(t, f, key, public)
+	b2.Documents = b.Documents
+	_, ps = Verify(b2, public)
+	assert.True(t, problemAt(ps, "documents/invoice.pdf", "is not the document"), "the size recorded: %v", ps)
+}
+
+// A proof is of a leaf inside a log no larger than the leaves there are,
+// and its hashes are SHA-256 digests.
+func TestProofsStayInsideTheLog(t *testing.T) {
+	leaves := [][]byte{LeafHash([]byte("a")), LeafHash([]byte("b")), LeafHash([]byte("c"))}
+	_, err := InclusionProof(leaves, 0, 5)
+	assert.Error(t, err, "a log larger than its leaves")
+	_, err = InclusionProof(leaves, 3, 3)
+	assert.Error(t, err, "a leaf past the log")
+	_, err = Proof{Hashes: []string{"c2hvcnQ="}}.Decode()
+	assert.Error(t, err, "a hash of 5 bytes")
+	hashes, err := Proof{Hashes: []string{base64.StdEncoding.EncodeToString(leaves[0])}}.Decode()
+	require.NoError(t, err)
+	assert.Equal(t, [][]byte{leaves[0]}, hashes)
+}
+
+// A problem reads as where, what, and the check it failed when it is one
+// of the named checks.
+func TestAProblemNamesItsCheck(t *testing.T) {
+	assert.Equal(t, "checkpoint: bad signature (check checkpoint)", Problem{Check: CheckCheckpoint, Where: "checkpoint", What: "bad signature"}.String())
+	assert.Equal(t, "steps PayClaimant: paid twice", Problem{Where: "steps PayClaimant", What: "paid twice"}.String())
+}
+
+// The claim as the run last read it is the latest completed intake: the
+// re-read after a wait, not the first read, and no claim when none completed.
+func TestLastReadIsTheLatestCompletedRead(t *testing.T) {
+	read := func(version int, outcome string) Step {
+		out, err := json.Marshal(map[string]any{"claim": map[string]any{"claim_id": "claim-1", "amount_minor": version * 100}})
+		require.NoError(t, err)
+		return Step{Activity: "LoadClaim", Outcome: outcome, Output: out}
+	}
+	f := File{Steps: []Step{read(1, "completed"), {Activity: "PayClaimant", Outcome: "completed", Output: json.RawMessage(`{}`)}, read(2, "completed"), read(3, "failed")}}
+	c, ok := f.LastRead()
+	require.True(t, ok)
+	assert.Equal(t, int64(200), c.AmountMinor)
+	_, ok = File{Steps: []Step{read(1, "failed")}}.LastRead()
+	assert.False(t, ok)
 }
