@@ -139,5 +139,7 @@ func TestTimerFiredOnlyWhenATimerReachedTheDeadline(t *testing.T) {
 		"every deadline of an unanswered wait is a fired timer")
 	assert.Equal(t, []string{"timer fired", "remind", "escalate", "timer fired"}, runHookTrail(t, 90*time.Minute),
 		"a reminder that outlasts the escalation deadline: the escalation follows it with no timer between")
+	assert.Equal(t, []string{"timer fired", "remind", "escalate", "timer fired"}, runHookTrail(t, 60*time.Minute),
+		"a reminder that ends at the escalation deadline: no timer runs for it")
 	assert.Empty(t, runHookTrail(t, 0, Input{Approver: "adjuster-17"}), "a decision woke the wait before any deadline")
 }
