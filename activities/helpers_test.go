@@ -39,6 +39,8 @@ type fakeStripe struct {
 	// hideList makes GET /v1/transfers answer an empty list, as a lookup
 	// would after Stripe lost track of the group (or never indexed it).
 	hideList bool
+	// failList makes GET /v1/transfers fail with a 500.
+	failList bool
 }
 
 type fault int
@@ -69,10 +71,14 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 		next, f.plan = f.plan[0], f.plan[1:]
 	}
 	hide := f.hideList && r.Method == http.MethodGet && r.URL.Path == "/v1/transfers"
+	broken := f.failList && r.Method == http.MethodGet && r.URL.Path == "/v1/transfers"
 	f.mu.Unlock()
 
 	rec := httptest.NewRecorder()
 	switch {
+	case broken:
+		rec.WriteHeader(http.StatusInternalServerError)
+		io.WriteString(rec, `{"error":{"type":"api_error","message":"injected: list failed"}}`)
 	case next == failBefore:
 		rec.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(rec, `{"error":{"type":"api_error","message":"injected: before commit"}}`)
