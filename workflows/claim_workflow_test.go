@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -68,7 +69,10 @@ type calls struct {
 	notifyErr error
 	// reread changes the claim the system of record returns from the
 	// second read on (after an approval wait).
-	reread    func(*activities.LoadClaimResult)
+	reread func(*activities.LoadClaimResult)
+	// revoked are key IDs the directory no longer lists: a read that asks
+	// about them names them Revoked, as LoadClaim does.
+	revoked   []string
 	approvers authority.Directory
 	// rules is the worker's policy intake records (default: the defaults);
 	// review what intake found for the review rules (default: nothing).
@@ -85,6 +89,8 @@ type calls struct {
 	// escalateFails is how many attempts of the escalation notice fail
 	// (a mail relay that is down) before one succeeds.
 	escalateFails int
+	// escalateErr fails every attempt of the escalation notice.
+	escalateErr error
 
 	// law is the jurisdiction intake records (default: none); letters
 	// the claimant's letters sent (each rendered for real), overdue the
@@ -190,6 +196,11 @@ func (s *ClaimSuite) SetupTest() {
 			}
 			if n > 1 && c.reread != nil {
 				c.reread(&res)
+			}
+			for _, kid := range in.Keys {
+				if slices.Contains(c.revoked, kid) {
+					res.Revoked = append(res.Revoked, kid)
+				}
 			}
 			if p, ok := policies[res.Claim.PolicyID]; ok {
 				res.Policy = &p
@@ -318,6 +329,10 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.EscalateApproval, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.NoticeInput) (activities.NotifyResult, error) {
 			c.mu.Lock()
+			if c.escalateErr != nil {
+				c.mu.Unlock()
+				return activities.NotifyResult{}, c.escalateErr
+			}
 			if c.escalateFails > 0 {
 				c.escalateFails--
 				c.mu.Unlock()

@@ -173,6 +173,10 @@ func (s *ClaimSuite) TestUnsignedDecisionsOnlyUnderTheDevelopmentSwitch() {
 	s.Equal(StatusPaid, r.Status)
 	s.Equal(approvals.ProofUnauthenticated, r.Approval.Decision.Proof)
 	s.Equal(approvals.ProofUnauthenticated, s.calls.audits[0].Approvals[0].Decision.Proof)
+	s.Require().Len(s.calls.pays, 1)
+	s.Require().NotNil(s.calls.pays[0].Approval, "the payment is told what approved it")
+	s.Equal([]string{"adjuster-17"}, s.calls.pays[0].Approval.Unsigned, "who decided, for the payment's own check of the switch")
+	s.Empty(s.calls.pays[0].Approval.Receipts)
 }
 
 // Runs recorded before receipts (versionAgent) keep deciding by name, as
@@ -249,13 +253,7 @@ func codesOf(attempts []approvals.Attempt, accepted bool) []string {
 // before the payment, and a new request waits for an approver whose key
 // still counts.
 func (s *ClaimSuite) TestARevokedKeysDecisionIsVoidedBeforeThePayment() {
-	reads := 0
-	s.calls.reread = func(r *activities.LoadClaimResult) {
-		reads++
-		if reads == 1 {
-			r.Revoked = []string{testKeys()["adjuster-17"].Key.KeyID}
-		}
-	}
+	s.calls.revoked = []string{testKeys()["adjuster-17"].Key.KeyID}
 	s.approve(time.Hour, "adjuster-17", nil)
 	s.approve(2*time.Hour, "supervisor-3", nil)
 	s.start(testClaim("claim-0100", "1840.00"), Options{})

@@ -1,0 +1,137 @@
+package workflows
+
+import (
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/durableclaims/durableclaims/activities"
+)
+
+// The caps at their edges, each on its own: what a run at exactly a cap
+// does, and what a step that fails on its own does when no cap cut it.
+
+// A payout of exactly the run's cap is paid; a cent above it is not
+// (TestPayoutCap).
+func (s *ClaimSuite) TestAPayoutOfExactlyTheCapIsPaid() {
+	s.start(testClaim("claim-0081", "640.00"), Options{Caps: Caps{MaxPayoutMinor: 64_000}})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status)
+	s.Require().Len(s.calls.pays, 1)
+	s.Equal(int64(64_000), s.calls.pays[0].AmountMinor)
+}
+
+// Spending exactly the spend cap ends the model's part: no further turn
+// and no assessment; the claim goes to a human.
+func (s *ClaimSuite) TestSpendingExactlyTheCapStopsTheModel() {
+	s.calls.tokens = 1_000_000 // turn 1 costs 2,500,400 micro-dollars at the default price
+	rules := suiteRules()
+	rules.MaxTriageTokens, rules.MaxModelSpendMicros = 10_000_000, 2_500_400
+	s.calls.rules = &rules
+	var waiting Status
+	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
+	s.approve(2*time.Hour, "adjuster-17", nil)
+	s.start(testClaim("claim-0082", "640.00"), Options{})
+	s.Equal(StatusWaiting, waiting.State)
+	s.Equal(int64(2_500_400), waiting.ModelSpendMicros)
+	s.Len(s.calls.keys["triage"], 1, "no turn once the cap is reached")
+	s.Empty(s.calls.keys["assess"], "no assessment once the cap is reached")
+	s.Equal(StatusPaid, s.result().Status)
+}
+
+// A step that fails retryably until its own retry policy's attempts run
+// out, with the step cap leaving it exactly those attempts, dead-letters
+// the claim with its own error: the cap did not cut it, so the dead letter
+// names no cap. Seven steps run before the payment (TestStepCap): a cap of
+// 27 leaves it its policy's 20.
+func (s *ClaimSuite) TestAStepThatRunsOutOfItsOwnAttemptsIsNoCap() {
+	s.env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{serverRetryState()}})
+	s.calls.payErr = temporal.NewApplicationError("stripe: 503 from the payment provider", "StripeUnavailable")
+	s.start(testClaim("claim-0083", "640.00"), Options{Caps: Caps{MaxSteps: 27}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal("StripeUnavailable", r.DeadLetter.ErrorType, r.DeadLetter.Error)
+	s.Empty(r.DeadLetter.Cap)
+	s.Len(s.calls.keys["pay"], 20, "its policy's attempts")
+	s.Empty(s.calls.pays)
+}
+
+// A claim that changes during every approval wait raises a new request at
+// most maxApprovalRounds times, then dead-letters naming the cap.
+func (s *ClaimSuite) TestAClaimThatKeepsChangingStopsAfterItsApprovalRounds() {
+	reads := 0
+	s.calls.reread = func(r *activities.LoadClaimResult) {
+		reads++
+		r.Claim.AmountMinor, r.Version = 184_000+int64(reads)*100, int64(reads+1) // amended again each time
+	}
+	for i := 1; i <= maxApprovalRounds; i++ {
+		s.approve(time.Duration(i)*time.Hour, "adjuster-17", nil)
+	}
+	s.start(testClaim("claim-0084", "1840.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(CapApprovalRounds, r.DeadLetter.Cap)
+	s.Len(r.Approvals, maxApprovalRounds)
+	for _, a := range r.Approvals {
+		s.Contains(a.Voided, "claim changed while waiting")
+	}
+	s.Empty(s.calls.pays)
+}
+
+// The turn cap allows exactly its turns: with a cap of two, the rules
+// model's answer on turn 2 is taken.
+func (s *ClaimSuite) TestTheLastTurnTheCapAllowsIsTaken() {
+	rules := suiteRules()
+	rules.MaxTriageTurns = 2
+	s.calls.rules = &rules
+	s.start(testClaim("claim-0085", "640.00"), Options{})
+	s.Equal(StatusPaid, s.result().Status, "answered within the turns")
+	s.Len(s.calls.keys["triage"], 2)
+}
+
+// Using exactly the token cap stops the loop: the claim goes to a human.
+func (s *ClaimSuite) TestUsingExactlyTheTokenCapStopsTheLoop() {
+	s.calls.tokens = 1_000_000 // a turn uses 1,000,040 tokens in and out
+	rules := suiteRules()
+	rules.MaxTriageTokens, rules.MaxModelSpendMicros = 1_000_040, 1_000_000_000
+	s.calls.rules = &rules
+	var waiting Status
+	s.env.RegisterDelayedCallback(func() { waiting = s.status() }, time.Hour)
+	s.approve(2*time.Hour, "adjuster-17", nil)
+	s.start(testClaim("claim-0086", "640.00"), Options{})
+	s.Equal(StatusWaiting, waiting.State)
+	s.Require().NotNil(waiting.Approval)
+	s.Contains(waiting.Approval.Request.Reasons[0], "1000040 tokens used (the token cap is 1000040)")
+	s.Len(s.calls.keys["triage"], 1)
+}
+
+// A claim the assessment recommends nothing for is rejected, and says why.
+func (s *ClaimSuite) TestANothingAssessmentIsARejectionWithItsReason() {
+	s.calls.recommendNothing = true
+	s.start(testClaim("claim-0087", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusRejected, r.Status)
+	s.Contains(r.Reason, "assessment recommends no payout")
+}
+
+// An escalation notice refused for good in its local form is not sent
+// again as a regular activity; the wait goes on to its end.
+func (s *ClaimSuite) TestANoticeRefusedForGoodIsNotRetriedRegular() {
+	s.calls.escalateErr = temporal.NewNonRetryableApplicationError("smtp: 550 mailbox unavailable", "MailRefused", nil)
+	got := s.forms()
+	s.start(testClaim("claim-0088", "2500.00"), Options{})
+	s.Equal(StatusExpired, s.result().Status)
+	var escalations []string
+	for _, f := range *got {
+		if strings.HasPrefix(f, "EscalateApproval") {
+			escalations = append(escalations, f)
+		}
+	}
+	s.Equal([]string{"EscalateApproval local"}, escalations)
+	s.Empty(s.calls.escalated)
+}
