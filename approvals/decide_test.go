@@ -56,6 +56,12 @@ func receiptWait(ctx workflow.Context, w Wait, voided string) (gateRun, error) {
 	return run, err
 }
 
+// updateAnswer is what a decide update's sender received.
+type updateAnswer struct {
+	result any
+	err    error
+}
+
 // send is a signal (or, named UpdateDecide, the decide update with the
 // input's receipt) sent at a time after the wait opened.
 type send struct {
@@ -79,7 +85,7 @@ func (b *ruleBook) run(w Wait, voided string, sends ...send) gateRun {
 				return
 			}
 			env.UpdateWorkflow(UpdateDecide, "", &testsuite.TestUpdateCallback{OnReject: func(err error) { b.t.Errorf("update refused: %v", err) },
-				OnAccept: func() {}, OnComplete: func(any, error) {}}, DecideInput{Receipt: s.payload.(Input).Receipt})
+				OnAccept: func() {}, OnComplete: func(v any, err error) { b.answers = append(b.answers, updateAnswer{v, err}) }}, DecideInput{Receipt: s.payload.(Input).Receipt})
 		}, s.at)
 	}
 	env.ExecuteWorkflow(receiptWait, w, voided)
@@ -354,6 +360,12 @@ func TestAnAttemptRecordsTheVerdictAskedFor(t *testing.T) {
 
 	u := b.run(w, "", send{time.Minute, UpdateDecide, b.signed(w, time.Minute, "adjuster-17", Reject, 0, "not covered")})
 	require.Len(t, u.Attempts, 1)
+	require.Len(t, b.answers, 1, "the update's sender is answered")
+	require.NoError(t, b.answers[0].err)
+	got, ok := b.answers[0].result.(Decision)
+	require.True(t, ok, "%T", b.answers[0].result)
+	assert.Equal(t, [3]string{string(Reject), "adjuster-17", "not covered"}, [3]string{string(got.Verdict), got.Approver, got.Reason},
+		"the sender reads back the decision it made")
 	assert.Equal(t, "update", u.Attempts[0].Channel)
 	assert.Equal(t, Reject, u.Attempts[0].Decision)
 	assert.Equal(t, Reject, u.Approval.Decision.Verdict)

@@ -25,6 +25,8 @@ type ruleBook struct {
 	t    *testing.T
 	dir  authority.Directory
 	keys map[string]authority.KeyFile
+	// answers are the decide updates' answers, in order (ruleBook.run).
+	answers []updateAnswer
 }
 
 const rulesAudience = "durableclaims/default/test"

@@ -370,4 +370,7 @@ func TestLastReadIsTheLatestCompletedRead(t *testing.T) {
 	assert.Equal(t, int64(200), c.AmountMinor)
 	_, ok = File{Steps: []Step{read(1, "failed")}}.LastRead()
 	assert.False(t, ok)
+	c, ok = File{Steps: []Step{read(1, "completed"), {Activity: "PayClaimant", Outcome: "completed"}}}.LastRead()
+	require.True(t, ok, "intake, never read again")
+	assert.Equal(t, int64(100), c.AmountMinor)
 }

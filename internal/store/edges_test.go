@@ -162,3 +162,28 @@ func TestAFraudFlagsKeyHoldsOneFlag(t *testing.T) {
 		}
 	})
 }
+
+// Each of the two ways a claim is the claimant's counts up to the cap on
+// its own: the same e-mail with another account, the same account with
+// another e-mail.
+func TestPriorClaimsCountEachWayUpToTheCap(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		for i := range PriorClaimsCountCap {
+			c := testClaim(fmt.Sprintf("claim-e%03d", i))
+			c.Claimant.StripeAccount = fmt.Sprintf("acct_1E%03d", i)
+			_, _, err := s.PutClaim(ctx, c)
+			require.NoError(t, err)
+			c = testClaim(fmt.Sprintf("claim-a%03d", i))
+			c.Claimant.Email, c.Claimant.StripeAccount = fmt.Sprintf("a%03d@example.com", i), "acct_1Same"
+			_, _, err = s.PutClaim(ctx, c)
+			require.NoError(t, err)
+		}
+		_, total, capped, err := s.PriorClaims(ctx, "claim-new", "ada@example.com", "acct_1Nobody", 5)
+		require.NoError(t, err)
+		assert.Equal(t, [2]any{PriorClaimsCountCap, false}, [2]any{total, capped}, "by e-mail")
+		_, total, capped, err = s.PriorClaims(ctx, "claim-new", "nobody@example.com", "acct_1Same", 5)
+		require.NoError(t, err)
+		assert.Equal(t, [2]any{PriorClaimsCountCap, false}, [2]any{total, capped}, "by account")
+	})
+}
