@@ -346,3 +346,15 @@ func TestInlineLimitsAreInclusive(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotNil(t, ref)
 }
+
+// Intake reads the approver directory only to check keys it is asked
+// about: a first read, which asks about none, does not depend on it.
+func TestAFirstReadNeedsNoDirectory(t *testing.T) {
+	a := newActivities(t, nil)
+	c := registerFor(t, a, "claim-0042", 64000, testRun)
+	a.ApproversFile = filepath.Join(t.TempDir(), "no-such-directory.json")
+	_, err := as[LoadClaimResult](t, a, runOf(c.ID, testRun, true), a.LoadClaim, LoadClaimInput{Claim: c})
+	require.NoError(t, err)
+	_, err = as[LoadClaimResult](t, a, runOf(c.ID, testRun, true), a.LoadClaim, LoadClaimInput{Claim: c, Keys: []string{"adjuster-17-abc"}})
+	assert.Error(t, err, "a re-read asking about keys needs the directory")
+}
