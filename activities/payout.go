@@ -116,7 +116,7 @@ func (a *Activities) humanNeeded(ctx context.Context, rec store.Record, p *claim
 		return "", fmt.Errorf("the worker's auto-approve limit: %w", err)
 	}
 	rules := review.RulesOf(a.Rules)
-	in := review.Input{Currency: cl.Currency, PayoutMinor: amount, AutoApproveMinor: auto, Rules: &rules}
+	in := review.Input{Currency: cl.Currency, PayoutMinor: amount, AutoApproveMinor: auto, Rules: &rules, ReviewOf: cl.ReviewOf}
 	first := func() string {
 		if why := review.Reasons(in); len(why) > 0 {
 			return why[0]

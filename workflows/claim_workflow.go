@@ -179,7 +179,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	if err != nil {
 		return r.deadLetter(ctx, err)
 	}
-	if payout == 0 && r.law == nil {
+	if payout == 0 && !r.personDenies() {
 		r.decideByRules(ctx, approvals.Reject)
 		return r.finish(ctx, StatusRejected, r.reason)
 	}
@@ -292,7 +292,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		if err != nil {
 			return ended(r.deadLetter(ctx, err))
 		}
-		if payout == 0 && r.law == nil {
+		if payout == 0 && !r.personDenies() {
 			r.decideByRules(ctx, approvals.Reject)
 			return ended(r.finish(ctx, StatusRejected, r.reason))
 		}
@@ -386,9 +386,10 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		r.assessAnswer = res.OutputSHA256
 	}
 	payout := clampPayout(res.Output.RecommendedMinor, r.coverage)
-	if r.modelDenies = payout == 0 && r.law != nil; r.modelDenies {
-		// The model's answer is advice: under the law a denial is a
-		// person's, so a person decides, shown the covered amount.
+	if r.modelDenies = payout == 0 && r.personDenies(); r.modelDenies {
+		// The model's answer is advice: under the law, and for a
+		// claimant's review, a denial is a person's, so a person decides,
+		// shown the covered amount.
 		payout = r.coverage.CoveredMinor
 	}
 	r.setPayout(payout)
@@ -493,6 +494,11 @@ func (r *claimRun) recheck() func(workflow.Context, *approvals.Approval) (string
 	}
 }
 
+// personDenies says whether only a person may deny the claim, never the
+// rules alone: under a jurisdiction's rules (law.go), and when the claim is
+// a claimant's review of an automated outcome (claim.Review).
+func (r *claimRun) personDenies() bool { return r.law != nil || r.claim.ReviewOf != nil }
+
 // payApproval is the decision behind the payment, for the payment to
 // check again itself: the request shown and the receipts that approved it.
 // Nil when no human decided (the auto-approve path).
@@ -564,7 +570,7 @@ func (r *claimRun) finish(ctx workflow.Context, outcome, reason string) (ClaimRe
 	}
 
 	r.enter(ctx, claim.StepAudit)
-	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: outcome, Reason: reason,
+	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, ReviewOf: c.ReviewOf, Outcome: outcome, Reason: reason,
 		PayoutMinor: r.payoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
 		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
 		// ClosedAt comes from step 8's recorded result, not workflow.Now: if
@@ -652,7 +658,7 @@ func (r *claimRun) fileDeadLetter(ctx workflow.Context) {
 		return // step 9 itself failed for good: the same write would again
 	}
 	c := r.claim
-	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, Outcome: StatusDeadLettered, Reason: r.reason,
+	record, err := json.Marshal(AuditRecord{ClaimID: c.ID, WorkflowID: r.workflowID, ReviewOf: c.ReviewOf, Outcome: StatusDeadLettered, Reason: r.reason,
 		PayoutMinor: r.payoutMinor, Currency: c.Currency, TransferID: r.pay.TransferID, PaymentReplayed: r.pay.Replayed,
 		Coverage: r.coverage, Models: r.models, Approvals: r.gate.All(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped(),
 		ClaimVersion: r.version, NotificationID: r.notice.MessageID, PolicyVersion: r.policyVersion, Decided: r.decided,

@@ -178,15 +178,18 @@ const DefaultAutoApproveLimit = "1000"
 
 // Status is the answer to the status query.
 type Status struct {
-	ClaimID     string `json:"claim_id"`
-	Step        int    `json:"step"`
-	StepName    string `json:"step_name"`
-	State       string `json:"state"`
-	Amount      string `json:"amount"`
-	AmountMinor int64  `json:"amount_minor"`
-	Currency    string `json:"currency"`
-	Payout      string `json:"payout,omitempty"`
-	PayoutMinor int64  `json:"payout_minor"`
+	ClaimID string `json:"claim_id"`
+	// ReviewOf, on a review claim, is the claim it reviews and the
+	// claimant's request (claim.Review).
+	ReviewOf    *claim.Review `json:"review_of,omitempty"`
+	Step        int           `json:"step"`
+	StepName    string        `json:"step_name"`
+	State       string        `json:"state"`
+	Amount      string        `json:"amount"`
+	AmountMinor int64         `json:"amount_minor"`
+	Currency    string        `json:"currency"`
+	Payout      string        `json:"payout,omitempty"`
+	PayoutMinor int64         `json:"payout_minor"`
 	// Approval is the pending (or last) approval: the request, its SHA-256,
 	// the stage and the deadline.
 	Approval *approvals.Approval `json:"approval,omitempty"`

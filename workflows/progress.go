@@ -43,7 +43,7 @@ func (p *progress) stepName() string {
 // snapshot is the answer to the status query.
 func (r *claimRun) snapshot() Status {
 	c := r.claim
-	s := Status{ClaimID: c.ID, Step: int(r.step), StepName: r.stepName(), State: r.state, Amount: c.Amount(), AmountMinor: c.AmountMinor,
+	s := Status{ClaimID: c.ID, ReviewOf: c.ReviewOf, Step: int(r.step), StepName: r.stepName(), State: r.state, Amount: c.Amount(), AmountMinor: c.AmountMinor,
 		Currency: c.Currency, PayoutMinor: r.payoutMinor, TransferID: r.pay.TransferID, Reason: r.reason, Version: r.version,
 		StepsExecuted: r.stepsExecuted, ModelSpendMicros: r.spendMicros, TokensIn: r.tokensIn, TokensOut: r.tokensOut,
 		ModelCalls: r.models, ToolCalls: r.toolCalls, PolicyVersion: r.policyVersion, Decided: r.decided,

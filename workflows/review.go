@@ -10,14 +10,14 @@ import (
 // The deterministic rules apply to runs from versionReview on.
 func (r *claimRun) reviewReasons(payout int64, t activities.Triage, as activities.Assessment) []string {
 	in := review.Input{Currency: r.claim.Currency, PayoutMinor: payout, AutoApproveMinor: r.autoApproveMinor,
-		Facts: r.review, Flags: r.flags,
+		Facts: r.review, Flags: r.flags, ReviewOf: r.claim.ReviewOf,
 		Model: &review.Advice{FraudScore: t.FraudScore, FraudSignals: t.FraudSignals, Category: t.Category,
 			TriageAsks: t.NeedsReview, TriageReason: t.ReviewReason, AssessmentAsks: as.NeedsReview}}
 	if r.since.review {
 		in.Rules = &r.rules
 	}
 	reasons := review.Reasons(in)
-	if r.modelDenies {
+	if r.modelDenies && r.law != nil {
 		reasons = append([]string{NoPayoutReason}, reasons...)
 	}
 	if payout == 0 && r.law != nil {

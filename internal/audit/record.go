@@ -16,8 +16,11 @@ import (
 // Record is what step 9 of the claim workflow writes to the ledger, and
 // what the claim file carries and verifies.
 type Record struct {
-	ClaimID         string               `json:"claim_id"`
-	WorkflowID      string               `json:"workflow_id"`
+	ClaimID    string `json:"claim_id"`
+	WorkflowID string `json:"workflow_id"`
+	// ReviewOf, on a review claim, names the claim whose automated outcome
+	// it reviews and the claimant's request: who, when, why.
+	ReviewOf        *claim.Review        `json:"review_of,omitempty"`
 	Outcome         string               `json:"outcome"`
 	Reason          string               `json:"reason,omitempty"`
 	PayoutMinor     int64                `json:"payout_minor"`

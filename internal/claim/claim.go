@@ -24,6 +24,9 @@ type Claim struct {
 	Currency    string     `json:"currency"`
 	Description string     `json:"description,omitempty"`
 	Documents   []Document `json:"documents,omitempty"`
+	// ReviewOf, when set, makes this claim a person's review of another
+	// claim's automated outcome (review.go): set only by the claims store.
+	ReviewOf *Review `json:"review_of,omitempty"`
 }
 
 // Claimant is the person paid.
@@ -244,6 +247,11 @@ func (c Claim) Validate() error {
 	if _, ok := exponents[c.Currency]; ok && c.AmountMinor <= 0 {
 		return ValidationError{{Field: "amount", Reason: "must be greater than zero"}}
 	}
-	_, err := c.ToFile().Claim()
-	return err
+	if _, err := c.ToFile().Claim(); err != nil {
+		return err
+	}
+	if c.ReviewOf != nil {
+		return c.validReview()
+	}
+	return nil
 }

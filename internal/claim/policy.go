@@ -80,6 +80,9 @@ type Coverage struct {
 	DeductibleMinor int64  `json:"deductible_minor"`
 	LimitMinor      int64  `json:"limit_minor"`
 	CoveredMinor    int64  `json:"covered_minor"`
+	// PaidBeforeMinor is, for a review claim, what the claim it reviews
+	// already paid: the limit and the deductible count once across both.
+	PaidBeforeMinor int64 `json:"paid_before_minor,omitempty"`
 }
 
 // Cover computes coverage. It is pure arithmetic, so the workflow runs it
@@ -98,6 +101,9 @@ func Cover(p *Policy, c Claim, category string) Coverage {
 		return cov
 	}
 	cov.DeductibleMinor, cov.LimitMinor = p.DeductibleMinor, p.LimitMinor
+	if rv := c.ReviewOf; rv != nil {
+		return coverReview(cov, p, c, rv)
+	}
 	cov.CoveredMinor = min(max(c.AmountMinor-p.DeductibleMinor, 0), p.LimitMinor)
 	switch {
 	case cov.CoveredMinor == 0:
@@ -109,5 +115,23 @@ func Cover(p *Policy, c Claim, category string) Coverage {
 		cov.Covered = true
 		cov.Reason = "covered in full"
 	}
+	return cov
+}
+
+// coverReview covers a review claim: what the policy covers of the
+// original's whole claim, less what the original paid, and never more than
+// the review claims.
+func coverReview(cov Coverage, p *Policy, c Claim, rv *Review) Coverage {
+	cov.PaidBeforeMinor = rv.PaidMinor
+	whole := min(max(rv.ClaimedMinor-p.DeductibleMinor, 0), p.LimitMinor)
+	cov.CoveredMinor = min(max(whole-rv.PaidMinor, 0), c.AmountMinor)
+	if cov.CoveredMinor == 0 {
+		cov.Reason = fmt.Sprintf("claim %s already paid %s of the %s its policy covers (deductible %s, limit %s)", rv.Of,
+			FormatAmount(rv.PaidMinor, c.Currency), FormatAmount(whole, c.Currency), FormatAmount(p.DeductibleMinor, c.Currency), FormatAmount(p.LimitMinor, c.Currency))
+		return cov
+	}
+	cov.Covered = true
+	cov.Reason = fmt.Sprintf("covered up to %s: the policy covers %s of claim %s (deductible %s, limit %s), which paid %s", FormatAmount(cov.CoveredMinor, c.Currency),
+		FormatAmount(whole, c.Currency), rv.Of, FormatAmount(p.DeductibleMinor, c.Currency), FormatAmount(p.LimitMinor, c.Currency), FormatAmount(rv.PaidMinor, c.Currency))
 	return cov
 }

@@ -74,6 +74,10 @@ type Input struct {
 	// payment's own check): no fraud score then, and every excluded
 	// category whose words the claim uses sends it to a human.
 	Model *Advice
+	// ReviewOf is the claim's link to the claim whose automated outcome
+	// its claimant asked a person to review (claim.Review): such a claim
+	// is a person's to decide, whatever its amount.
+	ReviewOf *claim.Review
 }
 
 // Reasons says why a human must decide, if one must; none means the rules
@@ -81,6 +85,9 @@ type Input struct {
 // reasons, never take the deterministic rules' away.
 func Reasons(in Input) []string {
 	var reasons []string
+	if rv := in.ReviewOf; rv != nil {
+		reasons = append(reasons, fmt.Sprintf("%s%s, asked for by %s: %s", ReviewReason, rv.Of, rv.By, rv.Reason))
+	}
 	if in.PayoutMinor > in.AutoApproveMinor {
 		reasons = append(reasons, fmt.Sprintf("payout %s is above the auto-approve limit %s",
 			claim.FormatAmount(in.PayoutMinor, in.Currency), claim.FormatAmount(in.AutoApproveMinor, in.Currency)))
@@ -98,6 +105,9 @@ func Reasons(in Input) []string {
 	}
 	return reasons
 }
+
+// ReviewReason begins the reason a review claim waits for a person.
+const ReviewReason = "a person reviews, as the claimant asked, the automated outcome of claim "
 
 // ruleReasons are the deterministic review rules: each sends the claim to
 // a human whatever the model says.
@@ -131,6 +141,7 @@ func ruleReasons(rules Rules, in Input) []string {
 // a model phrased them. The what-if compares kinds.
 func Kind(reason string) string {
 	for _, k := range []struct{ prefix, kind string }{
+		{ReviewReason, "claimant-review"},
 		{"payout ", "over-limit"},
 		{"the assessment recommends no payout", "no-payout"},
 		{"under the law a person decides a denial", "denial"},

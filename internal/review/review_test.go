@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/insurer"
 )
 
@@ -47,6 +48,15 @@ func TestReasons(t *testing.T) {
 		// and the model's asks.
 		"before the rules": {in: Input{Currency: "usd", Flags: []string{"invoice-altered"}, Facts: Facts{PriorClaims: 9, Exclusions: wearAndTear.Exclusions},
 			Model: &Advice{FraudScore: 99, Category: "water-damage"}}},
+		// A review claim waits for a person at any amount, before the
+		// model or the payment's own check is asked anything, and before
+		// the deterministic rules existed too.
+		"a claimant's review": {in: Input{Currency: "usd", PayoutMinor: 30000, AutoApproveMinor: 100000, Rules: &rules, Model: calm,
+			ReviewOf: &claim.Review{Of: "claim-0042", By: "ada@example.com", Reason: "the invoice says 1840.00"}},
+			want: []string{"a person reviews, as the claimant asked, the automated outcome of claim claim-0042, asked for by ada@example.com: the invoice says 1840.00"}},
+		"a claimant's review, facts only": {in: Input{Currency: "usd", PayoutMinor: 30000, AutoApproveMinor: 100000,
+			ReviewOf: &claim.Review{Of: "claim-0042", By: "ada", Reason: "why"}},
+			want: []string{"a person reviews, as the claimant asked, the automated outcome of claim claim-0042, asked for by ada: why"}},
 		// The payment's own check: facts only, no model.
 		"facts only": {in: Input{Currency: "usd", PayoutMinor: 30000, AutoApproveMinor: 100000, Rules: &rules, Facts: wearAndTear},
 			want: []string{"the policy excludes wear-and-tear and the claim's own words say so (rust, old age)"}},
@@ -77,15 +87,16 @@ func TestRulesOf(t *testing.T) {
 // A reason's kind is its rule, whatever words a model put in it.
 func TestKind(t *testing.T) {
 	for reason, kind := range map[string]string{
-		"payout 1840.00 is above the auto-approve limit 1000.00":                                    "over-limit",
-		"the assessment recommends no payout: under the law a person decides a denial":              "no-payout",
-		"fraud signal raised for investigators during triage: anything at all":                      "fraud-flag",
-		"fraud score 80 is at or over the review threshold 50":                                      "fraud-score",
-		"the claimant has 4 prior claims in the last 365 days (a human looks from 3)":               "prior-claims",
-		"triage asks for review: whatever the model said":                                           "triage-review",
-		"assessment asks for review (fraud score 80: [late report])":                                "assessment-review",
-		"the policy excludes wear-and-tear and the claim's own words say so (rust), but the model…": "exclusion:wear-and-tear",
-		"the policy excludes auto and the claim's own words say so (car)":                           "exclusion:auto",
+		"payout 1840.00 is above the auto-approve limit 1000.00":                                             "over-limit",
+		"the assessment recommends no payout: under the law a person decides a denial":                       "no-payout",
+		"fraud signal raised for investigators during triage: anything at all":                               "fraud-flag",
+		"fraud score 80 is at or over the review threshold 50":                                               "fraud-score",
+		"the claimant has 4 prior claims in the last 365 days (a human looks from 3)":                        "prior-claims",
+		"triage asks for review: whatever the model said":                                                    "triage-review",
+		"assessment asks for review (fraud score 80: [late report])":                                         "assessment-review",
+		"the policy excludes wear-and-tear and the claim's own words say so (rust), but the model…":          "exclusion:wear-and-tear",
+		"the policy excludes auto and the claim's own words say so (car)":                                    "exclusion:auto",
+		"a person reviews, as the claimant asked, the automated outcome of claim c-1, asked for by ada: why": "claimant-review",
 		"a reason of no rule": "a reason of no rule",
 	} {
 		assert.Equal(t, kind, Kind(reason), reason)
