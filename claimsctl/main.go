@@ -32,12 +32,20 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/internal/config"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 	"github.com/durableclaims/durableclaims/worker/replaycheck"
 )
 
 func main() {
 	config.OwnerOnly()
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stopTracing, err := telemetry.Main("claimsctl")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "claimsctl:", err)
+		os.Exit(2)
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stopTracing()
+	os.Exit(code)
 }
 
 const usage = `usage:

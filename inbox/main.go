@@ -40,6 +40,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 func main() {
@@ -47,7 +48,14 @@ func main() {
 	logger := config.Logger("inbox")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, logger, os.Getenv); err != nil {
+	stopTracing, err := telemetry.Main("inbox")
+	if err != nil {
+		logger.Error("inbox not started", "error", err)
+		os.Exit(1)
+	}
+	err = run(ctx, logger, os.Getenv)
+	stopTracing()
+	if err != nil {
 		logger.Error("inbox stopped", "error", err)
 		os.Exit(1)
 	}

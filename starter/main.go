@@ -32,6 +32,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -44,7 +45,14 @@ const (
 
 func main() {
 	config.OwnerOnly()
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stopTracing, err := telemetry.Main("starter")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starter:", err)
+		os.Exit(2)
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stopTracing()
+	os.Exit(code)
 }
 
 type options struct {

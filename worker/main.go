@@ -45,6 +45,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/statute"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 	"github.com/durableclaims/durableclaims/model"
 	"github.com/durableclaims/durableclaims/worker/crash"
 	"github.com/durableclaims/durableclaims/worker/heartbeat"
@@ -74,7 +75,14 @@ func main() {
 	flag.Parse()
 	config.OwnerOnly()
 	logger := config.Logger("worker")
-	if err := run(logger, *crashAt, *crashState, batch); err != nil {
+	stopTracing, err := telemetry.Main("worker")
+	if err != nil {
+		logger.Error("worker not started", "error", err)
+		os.Exit(1)
+	}
+	err = run(logger, *crashAt, *crashState, batch)
+	stopTracing()
+	if err != nil {
 		logger.Error("worker stopped", "error", err)
 		os.Exit(1)
 	}
@@ -177,7 +185,8 @@ func armCrashes(acts *activities.Activities, crashAt, crashState string, batch c
 	if batch.wait <= 0 {
 		return nil, errors.New("--crash-batch-wait: want a positive duration")
 	}
-	crashes := crash.New(points, crashState, logger).Batch(batch.n, batch.wait)
+	crashes := crash.New(points, crashState, logger).Batch(batch.n, batch.wait).
+		BeforeKill(func() { telemetry.Flush(2 * time.Second) })
 	acts.Mailer = crashes.Mailer(acts.Mailer)
 	logger.Warn("crash injection armed", "points", crashAt, "state", crashState, "batch", batch.n)
 	return crashes, nil

@@ -43,15 +43,17 @@ func histories(t *testing.T) []string {
 
 // replay runs a recorded history against wf. The file is named after the
 // workflow ID, which the replay must keep: the claim workflow checks it and
-// derives every idempotency key from it.
-func replay(t *testing.T, wf any, file string) error {
+// derives every idempotency key from it. The interceptors are the worker's
+// that the replay runs with.
+func replay(t *testing.T, wf any, file string, interceptors ...interceptor.WorkerInterceptor) error {
 	t.Helper()
 	f, err := os.Open(file)
 	require.NoError(t, err)
 	defer f.Close()
 	h, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
 	require.NoError(t, err)
-	r := worker.NewWorkflowReplayer()
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{Interceptors: interceptors})
+	require.NoError(t, err)
 	r.RegisterWorkflowWithOptions(wf, workflow.RegisterOptions{Name: WorkflowType})
 	quiet := log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	id := strings.TrimSuffix(filepath.Base(file), ".json")

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/converter"
@@ -25,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/durableclaims/durableclaims/internal/codec"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Get returns the variable or def when it is unset or empty.
@@ -215,6 +217,15 @@ func Dial(ctx context.Context, logger *slog.Logger, options ...DialOption) (clie
 		logger.Info("payload encryption on", "active_key", kr.Active, "key_ids", kr.IDs())
 	} else {
 		logger.Warn("PAYLOAD_ENCRYPTION=off: claim data reaches the Temporal server in clear, and anyone who reaches its frontend can read it (development only)")
+	}
+	if telemetry.On() {
+		// The claim's trace crosses start, signal, update and every
+		// activity in Temporal headers (internal/telemetry).
+		ti, err := telemetry.TemporalInterceptor(otel.GetTracerProvider())
+		if err != nil {
+			return nil, err
+		}
+		opts.Interceptors = append(opts.Interceptors, ti)
 	}
 	for _, o := range options {
 		o(&opts)

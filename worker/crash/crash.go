@@ -122,8 +122,10 @@ type Injector struct {
 	held   []Point
 	timer  *time.Timer
 	killed chan struct{}
-	// kill is the process kill; tests replace it.
-	kill func()
+	// kill is the process kill; tests replace it. beforeKill runs first
+	// (see BeforeKill).
+	kill       func()
+	beforeKill func()
 }
 
 // New returns an injector for points, remembering fired points in stateFile.
@@ -141,6 +143,14 @@ func New(points []Point, stateFile string, log *slog.Logger) *Injector {
 // ten kills this way. n <= 1 kills at each point as it is reached.
 func (i *Injector) Batch(n int, wait time.Duration) *Injector {
 	i.batch, i.wait = max(n, 1), wait
+	return i
+}
+
+// BeforeKill makes f the last thing done before each kill: the worker
+// exports the spans it holds, so a trace shows what the killed worker did
+// up to the kill (a real SIGKILL loses what was buffered).
+func (i *Injector) BeforeKill(f func()) *Injector {
+	i.beforeKill = f
 	return i
 }
 
@@ -212,6 +222,9 @@ func (i *Injector) fireLocked() {
 		i.log.Error("crash state unwritable; not crashing", "error", err)
 	} else {
 		i.log.Warn("crash injection: killing this worker with SIGKILL", "points", line)
+		if i.beforeKill != nil {
+			i.beforeKill()
+		}
 		i.kill()
 	}
 	close(i.killed)

@@ -33,9 +33,12 @@ func TestFiresOnceAcrossRestarts(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "fired")
 	pts, err := Parse("claim-0043:6:after-effect")
 	require.NoError(t, err)
-	kills := 0
+	kills, flushes := 0, 0
 	newInjector := func() *Injector {
-		i := New(pts, state, slog.Default())
+		i := New(pts, state, slog.Default()).BeforeKill(func() {
+			assert.Equal(t, kills, flushes, "the flush comes before the kill")
+			flushes++
+		})
 		i.kill = func() { kills++ }
 		return i
 	}
@@ -46,6 +49,7 @@ func TestFiresOnceAcrossRestarts(t *testing.T) {
 	assert.Equal(t, 0, kills)
 	i.At(ctx, "claim-0043:step6", AfterEffect)
 	assert.Equal(t, 1, kills)
+	assert.Equal(t, 1, flushes)
 	// The "restarted" worker reads the state file and carries on.
 	newInjector().At(ctx, "claim-0043:step6", AfterEffect)
 	assert.Equal(t, 1, kills)
