@@ -6,6 +6,7 @@
 //
 //	starter [flags] CLAIM.json|DIR...
 //	starter [flags] --claim-id claim-0042 --policy pol-1001 --name … --email … --account acct_… --amount 1840.00 [--currency usd]
+//	starter [flags] --review-of claim-0042 --reason "…" [--by WHO]
 package main
 
 import (
@@ -75,12 +76,16 @@ type options struct {
 	priority      int
 	docsRoot      string
 	file          claim.File
+	review        review
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	o, paths, code := parseArgs(args, stderr)
 	if code != exitOK {
 		return code
+	}
+	if o.review.of != "" {
+		return runReview(o, stdout, stderr)
 	}
 	// Validate everything before starting anything.
 	claims, ok := gatherClaims(o, paths, stderr)
@@ -124,6 +129,13 @@ func parseArgs(args []string, stderr io.Writer) (o options, paths []string, code
 		fmt.Fprintln(stderr, "starter:", err)
 		return o, nil, exitInvalid
 	}
+	if o.review.of != "" {
+		if len(paths) > 0 || o.file.ClaimID != "" || o.registerOnly {
+			fmt.Fprintln(stderr, "starter: --review-of starts one review: no claim files, --claim-id or --register-only with it")
+			return o, nil, exitInvalid
+		}
+		return o, nil, exitOK
+	}
 	if len(paths) == 0 && o.file.ClaimID == "" {
 		fmt.Fprintln(stderr, "starter: give claim files, or --claim-id and the other claim flags")
 		fs.Usage()
@@ -162,6 +174,7 @@ func (o *options) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.file.Amount, "amount", "", "claimed amount, a decimal string like 1840.00")
 	fs.StringVar(&o.file.Currency, "currency", "usd", "currency")
 	fs.StringVar(&o.file.Description, "description", "", "what happened")
+	o.review.define(fs)
 }
 
 // namedClaim is a claim and where it came from: a file, or the flags.

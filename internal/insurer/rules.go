@@ -85,6 +85,11 @@ type Rules struct {
 	// with its flag tool, and a payout over the auto-approve limit, always
 	// send the claim to a human too.)
 	ExclusionTerms map[string][]string `json:"exclusion_terms"`
+
+	// ReviewWindow is how long after an automated decision its claimant
+	// may ask for a person to review it, where no jurisdiction's rules
+	// apply (under them, the rule set's review_window: docs/law.md).
+	ReviewWindow Duration `json:"review_window"`
 }
 
 // DefaultExclusionTerms are the words the rules look for, per category.
@@ -112,6 +117,7 @@ func Defaults() Rules {
 		Deployment:         "local",
 		FraudScoreReview:   50, PriorClaimsReview: 3, PriorClaimsWindow: Duration(365 * 24 * time.Hour),
 		ExclusionTerms: DefaultExclusionTerms(),
+		ReviewWindow:   Duration(30 * 24 * time.Hour),
 	}
 }
 
@@ -212,6 +218,8 @@ func (r Rules) Validate() error {
 		return bad("fraud_score_review", "must be from 0 to 100")
 	case r.PriorClaimsReview < 1 || r.PriorClaimsWindow <= 0:
 		return bad("prior_claims_review, prior_claims_window", "must be positive")
+	case r.ReviewWindow <= 0:
+		return bad("review_window", "must be positive")
 	}
 	for category, terms := range r.ExclusionTerms {
 		for _, term := range terms {
