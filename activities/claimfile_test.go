@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/stretchr/testify/assert"
@@ -93,4 +95,29 @@ func TestNoClaimFileWithoutTheRunsHistory(t *testing.T) {
 	assert.False(t, nonRetryableErr(err), "retryable: the next attempt writes it")
 	_, err = a.Store.ClaimFileOfRun(context.Background(), c.ID, testRun)
 	assert.Error(t, err, "no claim file recorded")
+}
+
+// A claim file carries the public key of each receipt that decided it,
+// once, with whose it was, so claimsctl verify checks the receipts
+// offline; a key the directory no longer lists is not vouched for
+// (claimfile.go, receiptKeys).
+func TestAClaimFileCarriesTheKeysOfItsReceipts(t *testing.T) {
+	a, _ := claimFileRun(t)
+	k := keys(t, a)
+	k17, k9 := k["adjuster-17"].Key.KeyID, k["adjuster-9"].Key.KeyID
+	c := registerFor(t, a, "claim-0042", 64000, testRun)
+	record := fmt.Sprintf(`{"claim_id":"claim-0042","outcome":"paid","approvals":[`+
+		`{"votes":[{"kid":%q},{"kid":%q}],"decision":{"kid":%q}},{"decision":{"kid":"revoked-key"}},{"votes":[{}]}]}`, k17, k9, k17)
+	res, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: json.RawMessage(record)})
+	require.NoError(t, err)
+	f := storedFile(t, a, res.ClaimFile)
+	require.Len(t, f.Keys, 2)
+	assert.Equal(t, []string{k17, k9}, []string{f.Keys[0].ID, f.Keys[1].ID})
+	assert.Equal(t, []string{"adjuster-17", "adjuster-9"}, []string{f.Keys[0].Approver, f.Keys[1].Approver})
+	for _, key := range f.Keys {
+		var jwk jose.JSONWebKey
+		require.NoError(t, jwk.UnmarshalJSON(key.JWK))
+		assert.True(t, jwk.IsPublic(), "the public half only")
+		assert.Equal(t, key.ID, jwk.KeyID)
+	}
 }
