@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
+.PHONY: all build jaeger demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
 
 all: build
 
@@ -23,6 +23,18 @@ temporal-cli:
 		echo "Installing the Temporal CLI $(TEMPORAL_CLI_VERSION) from the Go module proxy (about 5 minutes, once)..."; \
 		$(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_CLI_VERSION); \
 	fi
+
+# The trace viewer of the local stack: Jaeger all-in-one, in memory, built
+# from the Go module proxy as a tool of its own module (tools/jaeger pins
+# v1.75.0), so its dependencies never move the product's. About 5 minutes
+# the first time; deploy/jaeger/local.yaml is its configuration. Its
+# module has no UI assets, so it serves the query API and a placeholder
+# page; the inbox draws a claim's trace from that API.
+jaeger: bin/jaeger
+bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
+	@mkdir -p bin
+	@echo "Building Jaeger all-in-one from the Go module proxy (about 5 minutes, once)..."
+	$(GO) build -C tools/jaeger -o $(CURDIR)/bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 
 # A real Temporal server (not the dev server) and its SQL schema tool, at the
 # version the CLI embeds, for `make cluster`, testbed/cluster's tests, the
