@@ -66,6 +66,12 @@ type Activities struct {
 	// Empty: unknown (unit tests); the worker sets it from its
 	// configuration in worker/main.go.
 	BuildID string
+	// Fallback, where the insurer allows failover (MODEL_FALLBACK_*), is
+	// the model a model step asks once Model has failed FallbackAfter
+	// attempts of it (default DefaultFallbackAfter); nil: never
+	// (failover.go).
+	Fallback      Model
+	FallbackAfter int
 
 	// callerFn, when set, replaces the activity's info as the caller
 	// (tests: the test activity environment names no claim's run).

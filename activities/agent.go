@@ -89,7 +89,8 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	if in.WaitsForBudget {
 		ctx = withDurableWait(ctx)
 	}
-	reply, err := a.Model.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
+	m, fallback := a.modelFor(ctx, "triage")
+	reply, err := m.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
 	if err != nil {
 		return TurnResult{}, withAttempt(ctx, err)
 	}
@@ -98,11 +99,8 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 		turn.Triage = nil // tools first; the answer comes on a later turn
 	}
 	msgs = append(msgs, turn.Messages...)
-	res := TurnResult{ToolCalls: turn.ToolCalls, Triage: turn.Triage, Model: a.Model.Name(), PromptVersion: a.Model.PromptVersion(),
-		BuildID: a.BuildID, Usage: reply.Usage, Meta: meta(ctx)}
-	if d, ok := a.Model.(Deterministic); ok {
-		res.Deterministic = d.Deterministic()
-	}
+	res := TurnResult{ToolCalls: turn.ToolCalls, Triage: turn.Triage, Model: m.Name(), PromptVersion: m.PromptVersion(),
+		BuildID: a.BuildID, Usage: reply.Usage, Deterministic: deterministic(m, fallback), Meta: meta(ctx)}
 	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
 	if res.Conversation, err = a.keepConversation(ctx, in.Key, msgs); err != nil {
 		return TurnResult{}, err

@@ -71,7 +71,8 @@ func (a *Activities) TriageClaim(ctx context.Context, in TriageInput) (TriageRes
 	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
 		return TriageResult{}, err
 	}
-	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return a.Model.Triage(ctx, in.Claim) })
+	m, _ := a.modelFor(ctx, "triage")
+	res, err := callModel(ctx, a, m, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return m.Triage(ctx, in.Claim) })
 	if err == nil {
 		countModelCall(ctx, res.Model, "triage", res.Usage)
 	}
@@ -89,7 +90,8 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	if in.WaitsForBudget {
 		ctx = withDurableWait(ctx)
 	}
-	res, err := callModel(ctx, a, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return a.Model.Assess(ctx, in.AssessRequest) })
+	m, _ := a.modelFor(ctx, "assess")
+	res, err := callModel(ctx, a, m, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return m.Assess(ctx, in.AssessRequest) })
 	if err != nil {
 		return res, withAttempt(ctx, err)
 	}
@@ -98,14 +100,15 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	return res, nil
 }
 
-// callModel makes one model call and writes it to the usage ledger, which is
-// how tests (and invoices) show a resumed run did not ask again.
-func callModel[T any](ctx context.Context, a *Activities, key claim.IdempotencyKey, claimID string, call func() (Reply[T], error)) (ModelResult[T], error) {
+// callModel makes one model call to m (the primary, or the fallback:
+// modelFor) and writes it to the usage ledger, which is how tests (and
+// invoices) show a resumed run did not ask again. The result names m.
+func callModel[T any](ctx context.Context, a *Activities, m Model, key claim.IdempotencyKey, claimID string, call func() (Reply[T], error)) (ModelResult[T], error) {
 	reply, err := call()
 	if err != nil {
 		return ModelResult[T]{}, err
 	}
-	res := ModelResult[T]{Output: reply.Output, Model: a.Model.Name(), PromptVersion: a.Model.PromptVersion(), BuildID: a.BuildID,
+	res := ModelResult[T]{Output: reply.Output, Model: m.Name(), PromptVersion: m.PromptVersion(), BuildID: a.BuildID,
 		Usage: reply.Usage, Meta: meta(ctx)}
 	if res.Transcript, res.TranscriptRef, err = a.keepTranscript(ctx, key, reply.Transcript); err != nil {
 		return ModelResult[T]{}, err

@@ -92,6 +92,7 @@ var ourMetrics = []ourMetric{
 	{metrics.ModelTokens, counter, "", map[string][]string{"provider": nil, "direction": {"in", "out"}}},
 	{metrics.ModelCostMicros, counter, "", map[string][]string{"provider": nil}},
 	{metrics.ModelWaits, counter, "", map[string][]string{"reason": {"budget", "provider", "budget-handed-back", "provider-handed-back"}}},
+	{metrics.ModelFailovers, counter, "", map[string][]string{"from": nil, "to": nil, "step": {"triage", "assess"}}},
 	{metrics.TriageToolCalls, counter, "", map[string][]string{
 		"tool":    {"lookup_policy", "get_document_text", "prior_claims", "flag_fraud_signal", "unknown"},
 		"outcome": {"ok", "refused"}}},

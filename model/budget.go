@@ -87,7 +87,7 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 			}
 			if err := m.sleep(ctx, "budget", wait); err != nil {
 				m.settle(ctx, -booked)
-				return nil, classifyModelError(err)
+				return nil, classifyModelError(err, m.cfg.Env)
 			}
 		}
 		comp, err := m.client.Chat.Completions.New(ctx, params)
@@ -100,29 +100,29 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 		m.settle(ctx, -booked)
 		var apiErr *openai.Error
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests {
-			return nil, classifyModelError(err)
+			return nil, classifyModelError(err, m.cfg.Env)
 		}
 		if apiErr.Code == "insufficient_quota" {
 			// Not a rate: the account is out of credit, and waiting will
 			// not bring it back.
-			return nil, temporal.NewNonRetryableApplicationError(classifyModelError(apiErr).Error()+
+			return nil, temporal.NewNonRetryableApplicationError(classifyModelError(apiErr, m.cfg.Env).Error()+
 				"; the provider's quota is used up: check the account's plan and billing", ErrModelQuota, nil)
 		}
 		d := max(retryAfter(apiErr.Response), holdFloor)
 		if m.cfg.Budget != nil {
 			if err := m.cfg.Budget.Hold(ctx, d); err != nil {
-				return nil, classifyModelError(apiErr)
+				return nil, classifyModelError(apiErr, m.cfg.Env)
 			}
 			continue // the next booking waits out the hold
 		}
 		if d > m.mayWait(ctx) {
-			return nil, m.budgetWait(ctx, "provider", d, classifyModelError(apiErr).Error())
+			return nil, m.budgetWait(ctx, "provider", d, classifyModelError(apiErr, m.cfg.Env).Error())
 		}
 		// Alone, with no shared budget: wait a little past the provider's
 		// word, spread so that the calls refused together do not return
 		// together.
 		if err := m.sleep(ctx, "provider", d+rand.N(d/4+1)); err != nil {
-			return nil, classifyModelError(err)
+			return nil, classifyModelError(err, m.cfg.Env)
 		}
 	}
 }

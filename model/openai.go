@@ -62,6 +62,10 @@ type OpenAIConfig struct {
 	// They are copied when the model is built and must pass Prompts.Check:
 	// each keeps the untrusted-data rule word for word.
 	Prompts *Prompts
+	// Env is the prefix of the variables that set this model, named in the
+	// errors that say what to fix: MODEL_ (the default), or
+	// MODEL_FALLBACK_ for the fallback.
+	Env string
 }
 
 // OpenAIModel is the Model behind the Chat Completions API, through the
@@ -80,8 +84,9 @@ type OpenAIModel struct {
 
 // NewOpenAIModel checks the configuration and builds the client.
 func NewOpenAIModel(cfg OpenAIConfig) (*OpenAIModel, error) {
+	cfg.Env = cmp.Or(cfg.Env, "MODEL_")
 	if cfg.Model == "" {
-		return nil, errors.New("MODEL_NAME is required with MODEL_PROVIDER=openai")
+		return nil, fmt.Errorf("%sNAME is required with %sPROVIDER=openai", cfg.Env, cfg.Env)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Minute
@@ -468,8 +473,8 @@ const MaxRetryAfter = 2 * time.Minute
 // retry policy acts on: rate limits, server errors, timeouts and garbled
 // responses retry (after the provider's Retry-After when it sent one);
 // requests the provider refused fail the step with a message naming the
-// setting to fix.
-func classifyModelError(err error) error {
+// setting to fix (env is its prefix: MODEL_ or MODEL_FALLBACK_).
+func classifyModelError(err error, env string) error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
 		status := apiErr.StatusCode
@@ -490,9 +495,9 @@ func classifyModelError(err error) error {
 			strings.Contains(strings.ToLower(apiErr.Message), "maximum context"):
 			return temporal.NewNonRetryableApplicationError(msg+"; the conversation no longer fits the model's context window: lower the triage caps or use a model with a longer context", ErrModelContextLength, nil)
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
-			return temporal.NewNonRetryableApplicationError(msg+"; check MODEL_API_KEY", ErrModelAuth, nil)
+			return temporal.NewNonRetryableApplicationError(msg+"; check "+env+"API_KEY", ErrModelAuth, nil)
 		case status == http.StatusNotFound:
-			return temporal.NewNonRetryableApplicationError(msg+"; check MODEL_BASE_URL and MODEL_NAME", ErrModelNotFound, nil)
+			return temporal.NewNonRetryableApplicationError(msg+"; check "+env+"BASE_URL and "+env+"NAME", ErrModelNotFound, nil)
 		default:
 			return temporal.NewNonRetryableApplicationError(msg+"; the provider refused the request as sent", ErrModelRequest, nil)
 		}

@@ -162,8 +162,10 @@ func TestOpenAIProviderClassifiesEveryErrorClass(t *testing.T) {
 		{fault: "slow:2s", cfg: model.OpenAIConfig{Timeout: 300 * time.Millisecond}, typ: model.ErrModelTimeout, retryable: true},
 		{fault: modelsim.BadRequest, typ: model.ErrModelRequest, message: "Invalid value for 'messages'"},
 		{fault: modelsim.Unauthorized, typ: model.ErrModelAuth, message: "check MODEL_API_KEY"},
+		{fault: "401", cfg: model.OpenAIConfig{Env: "MODEL_FALLBACK_"}, typ: model.ErrModelAuth, message: "check MODEL_FALLBACK_API_KEY"},
 		{cfg: model.OpenAIConfig{APIKey: "sk-wrong"}, typ: model.ErrModelAuth, message: "invalid_api_key"},
 		{fault: modelsim.NotFound, typ: model.ErrModelNotFound, message: "check MODEL_BASE_URL and MODEL_NAME"},
+		{fault: "404", cfg: model.OpenAIConfig{Env: "MODEL_FALLBACK_"}, typ: model.ErrModelNotFound, message: "check MODEL_FALLBACK_BASE_URL and MODEL_FALLBACK_NAME"},
 		{fault: modelsim.ContextLength, typ: model.ErrModelContextLength, message: "context window"},
 	} {
 		name := string(tc.fault)

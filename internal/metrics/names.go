@@ -47,6 +47,9 @@ const (
 	ModelWaits      = "model_rate_waits"  // counter {reason: budget|provider, or either -handed-back}
 	ModelTokens     = "model_tokens"      // counter {provider, direction: in|out}
 	ModelCostMicros = "model_cost_micros" // counter {provider}: estimated, millionths of a dollar
+	// ModelFailovers counts model calls sent to the fallback model after
+	// the primary failed MODEL_FALLBACK_AFTER attempts (activities.modelFor).
+	ModelFailovers  = "model_failovers"   // counter {from, to, step}
 	TriageToolCalls = "triage_tool_calls" // counter {tool, outcome: ok|refused}
 	TriageReviews   = "triage_reviews"    // counter {cause: cap|model}: triage handed to a human
 )
