@@ -484,45 +484,92 @@ func newModel(st *store.Store) (model.Model, error) {
 		}
 		return model.RulesModel{}, nil
 	case "openai":
-		timeout, err := config.Duration("MODEL_TIMEOUT", time.Minute)
-		if err != nil {
-			return nil, err
-		}
-		invalid, err := config.Int("MODEL_MAX_INVALID_ANSWERS", 2)
-		if err != nil || invalid < 1 {
-			return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", config.Get("MODEL_MAX_INVALID_ANSWERS", ""))
-		}
-		cfg := model.OpenAIConfig{BaseURL: config.Get("MODEL_BASE_URL", ""), Model: config.Get("MODEL_NAME", ""),
-			APIKey: config.Get("MODEL_API_KEY", ""), Timeout: timeout, MaxInvalidAnswers: invalid,
-			OnWait: func(ctx context.Context, why string, d time.Duration) {
-				metrics.Activity(ctx, metrics.ModelWaits, map[string]string{"reason": why})
-			}}
-		if cfg.MaxWait, err = config.Duration("MODEL_MAX_WAIT", 30*time.Second); err != nil {
-			return nil, err
-		}
-		if promptsFile != "" {
-			prompts, err := model.LoadPrompts(promptsFile)
-			if err != nil {
-				return nil, fmt.Errorf("MODEL_PROMPTS_FILE: %w", err)
-			}
-			cfg.Prompts = &prompts
-		}
-		tpm, err := config.Int("MODEL_TOKENS_PER_MINUTE", 0)
-		if err != nil || tpm < 0 {
-			return nil, fmt.Errorf("MODEL_TOKENS_PER_MINUTE must be a whole number of tokens, 0 for no shared budget, not %q", config.Get("MODEL_TOKENS_PER_MINUTE", ""))
-		}
-		if tpm > 0 {
-			name := config.Get("MODEL_BUDGET", cfg.Model)
-			b, err := st.ModelBudget(context.Background(), name, int64(tpm), 0)
-			if err != nil {
-				return nil, err
-			}
-			cfg.Budget = b
-		}
-		return model.NewOpenAIModel(cfg)
+		return openAIModel(st, "MODEL_", promptsFile)
 	default:
 		return nil, fmt.Errorf("MODEL_PROVIDER=%q: want rules or openai", p)
 	}
+}
+
+// newFallback is the model a step fails over to, where the insurer allows
+// it: MODEL_FALLBACK_PROVIDER (unset: no failover), rules or openai with
+// MODEL_FALLBACK_BASE_URL, MODEL_FALLBACK_NAME, MODEL_FALLBACK_API_KEY,
+// MODEL_FALLBACK_TOKENS_PER_MINUTE and MODEL_FALLBACK_BUDGET as the
+// primary's; the timeout, the answers asked again, the wait and the prompts
+// are the primary's. after is MODEL_FALLBACK_AFTER, the attempts the
+// primary fails first (activities.DefaultFallbackAfter).
+func newFallback(st *store.Store, primary model.Model) (fallback model.Model, after int, err error) {
+	p := config.Get("MODEL_FALLBACK_PROVIDER", "")
+	if p == "" {
+		for _, name := range []string{"MODEL_FALLBACK_NAME", "MODEL_FALLBACK_BASE_URL", "MODEL_FALLBACK_AFTER"} {
+			if config.Get(name, "") != "" {
+				// Refused, not ignored: an insurer who set up a fallback
+				// must not believe it is on.
+				return nil, 0, fmt.Errorf("%s is set but MODEL_FALLBACK_PROVIDER is not: set it to rules or openai for failover, or unset %s", name, name)
+			}
+		}
+		return nil, 0, nil
+	}
+	after, err = config.Int("MODEL_FALLBACK_AFTER", activities.DefaultFallbackAfter)
+	if err != nil || after < 1 {
+		return nil, 0, fmt.Errorf("MODEL_FALLBACK_AFTER must be a whole number of attempts, at least 1, not %q", config.Get("MODEL_FALLBACK_AFTER", ""))
+	}
+	switch p {
+	case "rules":
+		fallback = model.RulesModel{}
+	case "openai":
+		if fallback, err = openAIModel(st, "MODEL_FALLBACK_", config.Get("MODEL_PROMPTS_FILE", "")); err != nil {
+			return nil, 0, err
+		}
+	default:
+		return nil, 0, fmt.Errorf("MODEL_FALLBACK_PROVIDER=%q: want rules or openai, or unset for no failover", p)
+	}
+	if fallback.Name() == primary.Name() {
+		return nil, 0, fmt.Errorf("the fallback model is the primary's (%s): the claim file could not say which one answered; name another model", primary.Name())
+	}
+	return fallback, after, nil
+}
+
+// openAIModel is an OpenAI-compatible model set by the variables that
+// begin with env (MODEL_ or MODEL_FALLBACK_): BASE_URL, NAME, API_KEY,
+// TOKENS_PER_MINUTE and BUDGET; the tuning (MODEL_TIMEOUT,
+// MODEL_MAX_INVALID_ANSWERS, MODEL_MAX_WAIT) is the same for both.
+func openAIModel(st *store.Store, env, promptsFile string) (*model.OpenAIModel, error) {
+	timeout, err := config.Duration("MODEL_TIMEOUT", time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	invalid, err := config.Int("MODEL_MAX_INVALID_ANSWERS", 2)
+	if err != nil || invalid < 1 {
+		return nil, fmt.Errorf("MODEL_MAX_INVALID_ANSWERS must be a whole number of at least 1, not %q", config.Get("MODEL_MAX_INVALID_ANSWERS", ""))
+	}
+	cfg := model.OpenAIConfig{BaseURL: config.Get(env+"BASE_URL", ""), Model: config.Get(env+"NAME", ""),
+		APIKey: config.Get(env+"API_KEY", ""), Timeout: timeout, MaxInvalidAnswers: invalid, Env: env,
+		OnWait: func(ctx context.Context, why string, d time.Duration) {
+			metrics.Activity(ctx, metrics.ModelWaits, map[string]string{"reason": why})
+		}}
+	if cfg.MaxWait, err = config.Duration("MODEL_MAX_WAIT", 30*time.Second); err != nil {
+		return nil, err
+	}
+	if promptsFile != "" {
+		prompts, err := model.LoadPrompts(promptsFile)
+		if err != nil {
+			return nil, fmt.Errorf("MODEL_PROMPTS_FILE: %w", err)
+		}
+		cfg.Prompts = &prompts
+	}
+	tpm, err := config.Int(env+"TOKENS_PER_MINUTE", 0)
+	if err != nil || tpm < 0 {
+		return nil, fmt.Errorf("%sTOKENS_PER_MINUTE must be a whole number of tokens, 0 for no shared budget, not %q", env, config.Get(env+"TOKENS_PER_MINUTE", ""))
+	}
+	if tpm > 0 {
+		name := config.Get(env+"BUDGET", cfg.Model)
+		b, err := st.ModelBudget(context.Background(), name, int64(tpm), 0)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Budget = b
+	}
+	return model.NewOpenAIModel(cfg)
 }
 
 // newActivities wires the activities' dependencies from the environment.
@@ -552,6 +599,13 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if err != nil {
 		return nil, nil, err
 	}
+	fallback, fallbackAfter, err := newFallback(st, provider)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fallback != nil {
+		logger.Info("model failover allowed", "primary", provider.Name(), "fallback", fallback.Name(), "after_attempts", fallbackAfter)
+	}
 	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", "")}.Resolve()
 	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
 	docs, err := blobs.Open(context.Background(), config.Get("BLOB_URL", ""))
@@ -575,6 +629,8 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 		Store:         st,
 		Stripe:        activities.NewStripeClient(stripeCfg),
 		Model:         provider,
+		Fallback:      fallback,
+		FallbackAfter: fallbackAfter,
 		Mailer:        newMailer(),
 		Policies:      policies,
 		Blobs:         docs,

@@ -85,3 +85,67 @@ func TestModelPromptsFile(t *testing.T) {
 	_, err = newModel(nil)
 	require.ErrorContains(t, err, "missing.json")
 }
+
+// MODEL_FALLBACK_* set the model a step fails over to; unset, there is
+// none. A half-set fallback, or one that is the primary again, stops the
+// worker rather than leave failover silently off or the claim file unable
+// to say which model answered.
+func TestModelFallback(t *testing.T) {
+	for _, name := range []string{"MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_TIMEOUT", "MODEL_MAX_INVALID_ANSWERS", "MODEL_MAX_WAIT",
+		"MODEL_TOKENS_PER_MINUTE", "MODEL_BUDGET", "MODEL_PROMPTS_FILE", "MODEL_FALLBACK_PROVIDER", "MODEL_FALLBACK_BASE_URL",
+		"MODEL_FALLBACK_NAME", "MODEL_FALLBACK_API_KEY", "MODEL_FALLBACK_TOKENS_PER_MINUTE", "MODEL_FALLBACK_BUDGET", "MODEL_FALLBACK_AFTER"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("MODEL_PROVIDER", "openai")
+	t.Setenv("MODEL_NAME", "gpt-4o-mini")
+	primary, err := newModel(nil)
+	require.NoError(t, err)
+
+	fallback, after, err := newFallback(nil, primary)
+	require.NoError(t, err)
+	assert.Nil(t, fallback, "off by default")
+	assert.Zero(t, after)
+
+	t.Setenv("MODEL_FALLBACK_NAME", "llama3.1")
+	_, _, err = newFallback(nil, primary)
+	require.EqualError(t, err, "MODEL_FALLBACK_NAME is set but MODEL_FALLBACK_PROVIDER is not: set it to rules or openai for failover, or unset MODEL_FALLBACK_NAME")
+
+	t.Setenv("MODEL_FALLBACK_PROVIDER", "openai")
+	t.Setenv("MODEL_FALLBACK_BASE_URL", "http://localhost:11434/v1")
+	fallback, after, err = newFallback(nil, primary)
+	require.NoError(t, err)
+	assert.Equal(t, "openai/llama3.1", fallback.Name())
+	assert.Equal(t, 3, after)
+	assert.Equal(t, primary.PromptVersion(), fallback.PromptVersion(), "the same prompts: the fallback is asked what the primary was")
+
+	t.Setenv("MODEL_FALLBACK_AFTER", "1")
+	_, after, err = newFallback(nil, primary)
+	require.NoError(t, err)
+	assert.Equal(t, 1, after)
+	for _, bad := range []string{"0", "-2", "three"} {
+		t.Setenv("MODEL_FALLBACK_AFTER", bad)
+		_, _, err = newFallback(nil, primary)
+		require.ErrorContains(t, err, "MODEL_FALLBACK_AFTER must be a whole number of attempts", bad)
+	}
+	t.Setenv("MODEL_FALLBACK_AFTER", "")
+
+	t.Setenv("MODEL_FALLBACK_NAME", "")
+	_, _, err = newFallback(nil, primary)
+	require.EqualError(t, err, "MODEL_FALLBACK_NAME is required with MODEL_FALLBACK_PROVIDER=openai")
+	t.Setenv("MODEL_FALLBACK_NAME", "gpt-4o-mini")
+	_, _, err = newFallback(nil, primary)
+	require.ErrorContains(t, err, "the fallback model is the primary's (openai/gpt-4o-mini)")
+	t.Setenv("MODEL_FALLBACK_TOKENS_PER_MINUTE", "lots")
+	t.Setenv("MODEL_FALLBACK_NAME", "llama3.1")
+	_, _, err = newFallback(nil, primary)
+	require.ErrorContains(t, err, "MODEL_FALLBACK_TOKENS_PER_MINUTE must be a whole number of tokens")
+	t.Setenv("MODEL_FALLBACK_TOKENS_PER_MINUTE", "")
+
+	t.Setenv("MODEL_FALLBACK_PROVIDER", "rules")
+	fallback, _, err = newFallback(nil, primary)
+	require.NoError(t, err)
+	assert.Equal(t, model.RulesModel{}.Name(), fallback.Name(), "the offline rules model may be the fallback")
+	t.Setenv("MODEL_FALLBACK_PROVIDER", "anthropic")
+	_, _, err = newFallback(nil, primary)
+	require.ErrorContains(t, err, `MODEL_FALLBACK_PROVIDER="anthropic": want rules or openai`)
+}
