@@ -81,6 +81,9 @@ type calls struct {
 	tokens int64
 	// model, when set, answers the triage turns instead of the rules.
 	model activities.Model
+	// acts, when set, runs the triage turns and the assessment for real
+	// (failover_test.go): its models, its store, Temporal's retries.
+	acts *activities.Activities
 	// budgetWaits is how many model calls (turns and assessments) hand a
 	// wait for capacity back before any answers; budgetAttempt the attempt
 	// each says handed it back (default 1).
@@ -230,6 +233,9 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.TriageTurn, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.TurnInput) (activities.TurnResult, error) {
 			c.add("triage", in.Key)
+			if c.acts != nil {
+				return c.acts.TriageTurn(ctx, in)
+			}
 			if err := c.budgetWait(in.WaitsForBudget); err != nil {
 				return activities.TurnResult{}, err
 			}
@@ -268,6 +274,9 @@ func (s *ClaimSuite) SetupTest() {
 	env.OnActivity(a.AssessClaim, mock.Anything, mock.Anything).Return(
 		func(ctx context.Context, in activities.AssessInput) (activities.AssessResult, error) {
 			c.add("assess", in.Key)
+			if c.acts != nil {
+				return c.acts.AssessClaim(ctx, in)
+			}
 			if err := c.budgetWait(in.WaitsForBudget); err != nil {
 				return activities.AssessResult{}, err
 			}
