@@ -148,4 +148,18 @@ func TestModelFallback(t *testing.T) {
 	t.Setenv("MODEL_FALLBACK_PROVIDER", "anthropic")
 	_, _, err = newFallback(nil, primary)
 	require.ErrorContains(t, err, `MODEL_FALLBACK_PROVIDER="anthropic": want rules or openai`)
+
+	// The worker's activities get it.
+	t.Setenv("MODEL_FALLBACK_PROVIDER", "openai")
+	t.Setenv("MODEL_FALLBACK_AFTER", "2")
+	t.Setenv("CLAIMS_DB", filepath.Join(t.TempDir(), "claims.db"))
+	t.Setenv("BLOB_URL", "file://"+t.TempDir())
+	t.Setenv("APPROVERS_FILE", "")
+	acts, closeAll, err := newActivities(slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer closeAll()
+	assert.Equal(t, "openai/gpt-4o-mini", acts.Model.Name())
+	require.NotNil(t, acts.Fallback)
+	assert.Equal(t, "openai/llama3.1", acts.Fallback.Name())
+	assert.Equal(t, 2, acts.FallbackAfter)
 }
