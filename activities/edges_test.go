@@ -16,7 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/review"
 	"github.com/durableclaims/durableclaims/internal/store"
 )
 
@@ -357,4 +359,33 @@ func TestAFirstReadNeedsNoDirectory(t *testing.T) {
 	require.NoError(t, err)
 	_, err = as[LoadClaimResult](t, a, runOf(c.ID, testRun, true), a.LoadClaim, LoadClaimInput{Claim: c, Keys: []string{"adjuster-17-abc"}})
 	assert.Error(t, err, "a re-read asking about keys needs the directory")
+}
+
+// A text document is read up to MaxScannedText even when the cut falls
+// inside a character, and a document that is not text is not read as
+// words (claims.go, checkDocuments' truncated flag): the exclusion rules
+// find "rust" in a long report, and not "old age" in a binary file that
+// only ends like text.
+func TestALongReportIsReadAndABinaryFileIsNot(t *testing.T) {
+	a := newActivities(t, nil)
+	withBlobs(t, a)
+	c := sampleClaim(t)
+	c.PolicyID, c.Description = "pol-2002", "The boiler gave out"
+	contents := map[string]string{
+		"report.txt": "Engineer's report: rust. " + strings.Repeat("€", MaxScannedText), // cut inside a €
+		"photo.bin":  "old age\xff",
+	}
+	c.Documents = nil
+	for i, name := range []string{"report.txt", "photo.bin"} {
+		ref, err := a.Blobs.Put(context.Background(), blobs.DocumentKey(c.ID, i, name), strings.NewReader(contents[name]))
+		require.NoError(t, err)
+		c.Documents = append(c.Documents, claim.Document{Name: name, URI: ref.URI, SHA256: ref.SHA256, Size: ref.Size})
+	}
+	require.Greater(t, c.Documents[0].Size, int64(MaxScannedText))
+	_, _, err := a.Store.PutClaim(context.Background(), c)
+	require.NoError(t, err)
+	res, err := run[LoadClaimResult](t, a, a.LoadClaim, LoadClaimInput{Claim: c})
+	require.NoError(t, err)
+	require.NotNil(t, res.Review)
+	assert.Equal(t, []review.ExclusionHit{{Category: "wear-and-tear", Terms: []string{"rust"}}}, res.Review.Exclusions)
 }
