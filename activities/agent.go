@@ -165,11 +165,18 @@ type ToolScope struct {
 	Email     string           `json:"email"`
 	Account   string           `json:"account"`
 	Documents []claim.Document `json:"documents,omitempty"`
+	// DocumentsOf names, for a review claim, the claim whose folder holds
+	// its documents (claim.DocumentsOf); empty: the claim's own.
+	DocumentsOf string `json:"documents_of,omitempty"`
 }
 
 // ScopeOf is the tool scope of a claim.
 func ScopeOf(c claim.Claim) ToolScope {
-	return ToolScope{ClaimID: c.ID, PolicyID: c.PolicyID, Email: c.Claimant.Email, Account: c.Claimant.StripeAccount, Documents: c.Documents}
+	sc := ToolScope{ClaimID: c.ID, PolicyID: c.PolicyID, Email: c.Claimant.Email, Account: c.Claimant.StripeAccount, Documents: c.Documents}
+	if c.ReviewOf != nil {
+		sc.DocumentsOf = c.DocumentsOf()
+	}
+	return sc
 }
 
 // ToolInput is one tool call of step 2.
@@ -324,7 +331,11 @@ func (t ReadTools) answer(ctx context.Context, in ToolInput) (any, error) {
 		name := str("name")
 		for _, d := range sc.Documents {
 			if d.Name == name {
-				return documentText(ctx, t.Blobs, sc.ClaimID, d)
+				folder := sc.ClaimID
+				if sc.DocumentsOf != "" {
+					folder = sc.DocumentsOf
+				}
+				return documentText(ctx, t.Blobs, folder, d)
 			}
 		}
 		names := make([]string, 0, len(sc.Documents))

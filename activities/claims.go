@@ -308,7 +308,7 @@ func (a *Activities) checkDocuments(ctx context.Context, c claim.Claim) ([]strin
 		if a.Blobs == nil {
 			continue
 		}
-		if err := a.Blobs.CheckDocument(c.ID, d.URI); err != nil {
+		if err := a.Blobs.CheckDocument(c.DocumentsOf(), d.URI); err != nil {
 			return nil, invalid("documents[%d] (%s): %v", i, d.Name, err)
 		}
 		head, err := a.Blobs.VerifyHead(ctx, blobs.Ref{URI: d.URI, SHA256: d.SHA256, Size: d.Size}, MaxScannedText)

@@ -39,6 +39,9 @@ type examClaim struct {
 	Clocks         []examClock  `json:"clocks"`
 	Letters        []examLetter `json:"letters"`
 	Breaches       []string     `json:"breaches"`
+	// ReviewOf names, for a review claim, the claim whose automated outcome
+	// a person reviewed at its claimant's request.
+	ReviewOf string `json:"review_of,omitempty"`
 }
 
 // examClock is a clock as the claim file judged it, with the days elapsed
@@ -166,6 +169,9 @@ func examOf(body []byte) (examClaim, bool, error) {
 	c := examClaim{ClaimID: f.ClaimID, Jurisdiction: l.Jurisdiction, RuleSet: l.RuleSet, Outcome: rec.Outcome,
 		NoticeAt: &notice, AcknowledgedAt: l.AcknowledgedAt, ProofOfLossAt: l.ProofOfLossAt, DecidedAt: l.DecidedAt,
 		PaidAt: l.PaidAt, Breaches: l.Breaches, Letters: []examLetter{}}
+	if rec.ReviewOf != nil {
+		c.ReviewOf = rec.ReviewOf.Of
+	}
 	if c.Breaches == nil {
 		c.Breaches = []string{}
 	}
@@ -214,7 +220,7 @@ func examCSV(out io.Writer, claims []examClaim) error {
 	for _, c := range clocks {
 		head = append(head, c+"_limit", c+"_unit", c+"_due_at", c+"_met_at", c+"_elapsed", c+"_breached")
 	}
-	head = append(head, "letters", "breaches")
+	head = append(head, "letters", "breaches", "review_of")
 	if err := w.Write(head); err != nil {
 		return err
 	}
@@ -243,7 +249,7 @@ func examCSV(out io.Writer, claims []examClaim) error {
 		for _, l := range c.Letters {
 			kinds = append(kinds, l.Kind)
 		}
-		row = append(row, strings.Join(kinds, ";"), strings.Join(c.Breaches, ";"))
+		row = append(row, strings.Join(kinds, ";"), strings.Join(c.Breaches, ";"), c.ReviewOf)
 		if err := w.Write(row); err != nil {
 			return err
 		}

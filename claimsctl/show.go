@@ -27,6 +27,11 @@ import (
 type story struct {
 	*claimstory.Story
 	ModelCalls map[string]int `json:"model_calls"`
+	// ReviewOf is, for a review claim, the claim it reviews and the
+	// claimant's request; Review, for a claim whose claimant asked for a
+	// person's review, that request and its review claim.
+	ReviewOf *claim.Review `json:"review_of,omitempty"`
+	Review   *store.Review `json:"review,omitempty"`
 }
 
 func show(ctx context.Context, args []string, out io.Writer) error {
@@ -67,6 +72,9 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if err := s.reviews(ctx, st, id); err != nil {
+			return err
+		}
 		s.ModelCalls = map[string]int{"triage": 0, "assess": 0}
 		for _, mc := range calls {
 			switch {
@@ -87,6 +95,47 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// reviews finds what the claims store holds of a claimant's review: the
+// claim's own link to the claim it reviews, and a review asked of it.
+func (s *story) reviews(ctx context.Context, st *store.Store, id string) error {
+	rec, err := st.GetClaim(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.ReviewOf = rec.Claim.ReviewOf
+	rv, err := st.ReviewOf(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	s.Review = &rv
+	return nil
+}
+
+// printReviews says what the claim reviews, or who asked for its review.
+func (s *story) printReviews(out io.Writer) {
+	if rv := s.ReviewOf; rv != nil {
+		fmt.Fprintf(out, "  a person's review of %s's automated outcome (%s of %s paid), asked for by %s at %s: %s\n", rv.Of,
+			claim.FormatAmount(rv.PaidMinor, s.currency()), claim.FormatAmount(rv.ClaimedMinor, s.currency()), rv.By, rv.At.Format(time.RFC3339), rv.Reason)
+	}
+	if rv := s.Review; rv != nil {
+		fmt.Fprintf(out, "  review asked for by %s at %s (decided by %s at %s, window to %s): %s, %s\n", rv.By, rv.At.Format(time.RFC3339),
+			rv.DecidedBy, rv.DecidedAt.Format(time.RFC3339), rv.WindowEnds.Format(time.RFC3339), rv.ReviewID, rv.Reason)
+	}
+}
+
+func (s *story) currency() string {
+	if s.Result != nil && s.Result.Currency != "" {
+		return s.Result.Currency
+	}
+	return "usd"
+}
+
 func (s *story) print(out io.Writer) {
 	r := s.Result
 	if r != nil {
@@ -101,10 +150,8 @@ func (s *story) print(out io.Writer) {
 	} else {
 		fmt.Fprintf(out, "%s: %s\n", s.ClaimID, s.State)
 	}
-	currency := "usd"
-	if r != nil && r.Currency != "" {
-		currency = r.Currency
-	}
+	s.printReviews(out)
+	currency := s.currency()
 	line := func(rec *claimstory.Step) {
 		fmt.Fprintf(out, "  step %d %-9s %s\n", rec.Step, rec.StepName, describe(rec, currency))
 	}

@@ -568,7 +568,7 @@ func (s *server) readDocument(w http.ResponseWriter, r *http.Request, v viewer) 
 		return docView{}, nil, false
 	}
 	d := cv.Claim.Documents[n]
-	if err := s.blobs.CheckDocument(cv.ID, d.URI); err != nil {
+	if err := s.blobs.CheckDocument(cv.Claim.DocumentsOf(), d.URI); err != nil {
 		s.fail(w, r, http.StatusForbidden, "not one of this claim's documents", err)
 		return docView{}, nil, false
 	}

@@ -30,6 +30,16 @@ const ReviewSuffix = "-review"
 // ReviewID is the ID of the review of claim id.
 func ReviewID(id string) string { return id + ReviewSuffix }
 
+// DocumentsOf is the claim whose folder of the blob store holds c's
+// documents: c's own, or for a review claim the claim it reviews (a review
+// carries its original's evidence; Validate holds its ID to the original's).
+func (c Claim) DocumentsOf() string {
+	if c.ReviewOf != nil {
+		return c.ReviewOf.Of
+	}
+	return c.ID
+}
+
 // MaxReviewReasonLen bounds a review's reason, like a decision's.
 const MaxReviewReasonLen = 1000
 

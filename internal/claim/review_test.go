@@ -61,3 +61,10 @@ func TestValidateChecksTheReviewLink(t *testing.T) {
 		assert.Error(t, c.Validate(), name)
 	}
 }
+
+// A review carries its original's evidence: its documents are in the
+// original's folder; every other claim's are in its own.
+func TestDocumentsOf(t *testing.T) {
+	assert.Equal(t, "c-1", Claim{ID: "c-1-review", ReviewOf: &Review{Of: "c-1"}}.DocumentsOf())
+	assert.Equal(t, "c-1-review", Claim{ID: "c-1-review"}.DocumentsOf(), "a claim merely named so is no review")
+}
