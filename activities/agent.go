@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Conversation is the triage conversation so far: inline while it is small,
@@ -213,7 +216,10 @@ func (a *Activities) CallTool(ctx context.Context, in ToolInput) (ToolResult, er
 		return ToolResult{}, err
 	}
 	in.Scope = ScopeOf(rec.Claim)
-	res, err := a.tools().Call(ctx, in)
+	tctx, span := telemetry.StartTool(ctx, toolLabel(in.Call.Name), in.Call.ID)
+	res, err := a.tools().Call(tctx, in)
+	span.SetAttributes(attribute.Bool("gen_ai.tool.refused", res.IsError))
+	telemetry.End(span, err, "tool failed")
 	if err != nil {
 		return ToolResult{}, err
 	}

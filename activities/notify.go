@@ -14,6 +14,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/metrics"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Email is one message. MessageID is derived from the idempotency key, so a
@@ -269,7 +270,10 @@ func (a *Activities) reserve(ctx context.Context, key claim.IdempotencyKey, clai
 // deliver is the act and its record: hand the message to the mailer, then
 // mark its key sent.
 func (a *Activities) deliver(ctx context.Context, key claim.IdempotencyKey, m Email) error {
-	if err := a.Mailer.Send(ctx, m); err != nil {
+	sctx, span := traceSend(ctx, key, m.MessageID)
+	err := a.Mailer.Send(sctx, m)
+	telemetry.End(span, err, "not sent")
+	if err != nil {
 		return fmt.Errorf("send %s: %w", key, err)
 	}
 	if err := a.Store.MarkSent(ctx, key); err != nil {

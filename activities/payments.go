@@ -14,6 +14,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/metrics"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // StripeConfig selects the Stripe API: the real one for a real key, the local
@@ -52,9 +53,13 @@ func (c StripeConfig) Resolve() StripeConfig {
 // failures and multiply load.
 func NewStripeClient(c StripeConfig) *client.API {
 	c = c.Resolve()
+	hc := &http.Client{Timeout: c.Timeout}
+	if telemetry.On() {
+		hc.Transport = stripeTransport(http.DefaultTransport)
+	}
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:               stripe.String(c.APIBase),
-		HTTPClient:        &http.Client{Timeout: c.Timeout},
+		HTTPClient:        hc,
 		MaxNetworkRetries: stripe.Int64(0),
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 		EnableTelemetry:   stripe.Bool(false),

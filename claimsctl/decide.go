@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -43,12 +45,15 @@ func decide(ctx context.Context, args []string, out io.Writer) (int, error) {
 		return 0, err
 	}
 	defer c.Close()
+	ctx, span := telemetry.StartDecision(ctx, c, id, r.Subject, "claimsctl")
+	defer span.End()
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: approvals.UpdateDecide,
 		Args: []any{approvals.DecideInput{Receipt: tok}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	var d approvals.Decision
 	if err == nil {
 		err = h.Get(ctx, &d)
 	}
+	span.SetAttributes(attribute.String(telemetry.AttrVerdict, string(r.Verdict)), attribute.Bool("claim.decision.accepted", err == nil))
 	if code := approvals.RefusalCode(err); code != "" {
 		why := approvals.RefusalMessage(err)
 		if *output == "json" {

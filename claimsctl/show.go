@@ -26,6 +26,7 @@ import (
 // the model calls the usage ledger counts.
 type story struct {
 	*claimstory.Story
+	TraceURL   string         `json:"trace_url,omitempty"`
 	ModelCalls map[string]int `json:"model_calls"`
 	// ReviewOf is, for a review claim, the claim it reviews and the
 	// claimant's request; Review, for a claim whose claimant asked for a
@@ -67,7 +68,7 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		s := &story{Story: read}
+		s := &story{Story: read, TraceURL: config.TraceURL(read.TraceID)}
 		calls, err := st.ModelCalls(ctx, id)
 		if err != nil {
 			return err
@@ -149,6 +150,9 @@ func (s *story) print(out io.Writer) {
 		fmt.Fprintln(out, line)
 	} else {
 		fmt.Fprintf(out, "%s: %s\n", s.ClaimID, s.State)
+	}
+	if s.TraceID != "" {
+		fmt.Fprintf(out, "  trace %s %s\n", s.TraceID, s.TraceURL)
 	}
 	s.printReviews(out)
 	currency := s.currency()
@@ -433,6 +437,9 @@ func showFromFile(ctx context.Context, id string, asJSON bool, out io.Writer) er
 	fmt.Fprintf(out, "%s: %s (read from its claim file %s, log index %d, written %s: the run's history is gone from Temporal)\n",
 		id, f.Outcome, short(row.SHA256), row.LogIndex, f.WrittenAt.Format(time.RFC3339))
 	fmt.Fprintf(out, "  basis: %s\n", f.Basis)
+	if f.TraceID != "" {
+		fmt.Fprintf(out, "  trace %s %s\n", f.TraceID, config.TraceURL(f.TraceID))
+	}
 	var rec workflows.AuditRecord
 	if json.Unmarshal(f.Record, &rec) == nil {
 		if d := rec.Decided; d != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
@@ -21,7 +22,9 @@ import (
 	"github.com/durableclaims/durableclaims/internal/blobs"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/claimfile"
+	"github.com/durableclaims/durableclaims/internal/config"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 	"github.com/durableclaims/durableclaims/story"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -240,6 +243,9 @@ type claimView struct {
 	// FromFile says the page was read from the claim file, the run's
 	// history being gone.
 	FromFile string
+	// TraceID is the claim's trace, TraceURL the link to it
+	// (TRACE_URL_TEMPLATE).
+	TraceID, TraceURL string
 	// Colleagues are who the request may be handed to: those who could
 	// decide it now (the workflow checks again).
 	Colleagues []authority.Approver
@@ -375,6 +381,7 @@ func mayView(ap authority.Approver, st workflows.Status) bool {
 // intake (or the last re-read) loaded them, its documents by reference, and
 // the triage turns with their tool calls.
 func fromStory(st *story.Story, cv *claimView) {
+	cv.TraceID, cv.TraceURL = st.TraceID, config.TraceURL(st.TraceID)
 	for _, step := range st.Steps {
 		switch step.Activity {
 		case "LoadClaim":
@@ -493,12 +500,15 @@ func (s *server) decide(w http.ResponseWriter, r *http.Request, v viewer) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
+	ctx, span := telemetry.StartDecision(ctx, s.temporal, id, v.ID, "inbox")
+	defer span.End()
 	h, err := s.temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: approvals.UpdateDecide,
 		Args: []any{approvals.DecideInput{Receipt: tok}}, WaitForStage: client.WorkflowUpdateStageCompleted})
 	var d approvals.Decision
 	if err == nil {
 		err = h.Get(ctx, &d)
 	}
+	span.SetAttributes(attribute.String(telemetry.AttrVerdict, string(rec.Verdict)), attribute.Bool("claim.decision.accepted", err == nil))
 	if err != nil {
 		s.log.Info("decision refused", "claim", id, "approver", v.ID, "error", err)
 		back("problem", "Refused: "+refusal(err))
@@ -645,7 +655,7 @@ func (s *server) fromClaimFile(ctx context.Context, cv claimView, v viewer) (cla
 	for _, step := range f.Steps {
 		steps = append(steps, &story.Step{Activity: step.Activity, Local: step.Local, Attempt: step.Attempt, Outcome: step.Outcome, Output: step.Output})
 	}
-	fromStory(&story.Story{ClaimID: cv.ID, Steps: steps}, &cv)
+	fromStory(&story.Story{ClaimID: cv.ID, TraceID: f.TraceID, Steps: steps}, &cv)
 	cv.Documents = documentViews(cv.Claim)
 	return cv, 0, "", nil
 }

@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	_ "gocloud.dev/blob/azureblob" // azblob://
 	_ "gocloud.dev/blob/gcsblob"   // gs://
 	_ "gocloud.dev/blob/s3blob"    // s3://
@@ -203,7 +204,16 @@ func serve(ctx context.Context, s *server, st site, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute,
+	var h http.Handler = s
+	if telemetry.On() {
+		// Each request a server span (the path, never the query: a
+		// sign-in's code is in it); a decision's own span links the
+		// claim's trace (telemetry.StartDecision).
+		h = otelhttp.NewHandler(s, "inbox", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			return "inbox " + r.Method
+		}))
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	logger.Info("inbox listening", "url", st.public, "addr", ln.Addr().String(), "sign_in", map[bool]string{true: "development", false: "oidc"}[st.dev])
 	errc := make(chan error, 1)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"go.temporal.io/sdk/temporal"
+
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Budget is the provider's rate limit as every worker shares it: a token
@@ -90,7 +92,7 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 				return nil, classifyModelError(err, m.cfg.Env)
 			}
 		}
-		comp, err := m.client.Chat.Completions.New(ctx, params)
+		comp, err := m.chat(ctx, params)
 		if err == nil {
 			if used := comp.Usage.TotalTokens; used > 0 { // a provider that reports none keeps the booking
 				m.settle(ctx, used-booked)
@@ -125,6 +127,24 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 			return nil, classifyModelError(err, m.cfg.Env)
 		}
 	}
+}
+
+// chat is one request to the provider, as a GenAI client span: the
+// models asked and answering, the tokens, why it stopped; never the
+// prompt or the answer.
+func (m *OpenAIModel) chat(ctx context.Context, params openai.ChatCompletionNewParams) (*openai.ChatCompletion, error) {
+	ctx, span := telemetry.StartChat(ctx, "openai", m.cfg.Model)
+	comp, err := m.client.Chat.Completions.New(ctx, params)
+	if err != nil {
+		telemetry.EndChat(span, "", 0, 0, nil, err)
+		return nil, err
+	}
+	var reasons []string
+	for _, ch := range comp.Choices {
+		reasons = append(reasons, string(ch.FinishReason))
+	}
+	telemetry.EndChat(span, comp.Model, comp.Usage.PromptTokens, comp.Usage.CompletionTokens, reasons, nil)
+	return comp, nil
 }
 
 // mayWait is how long a call may hold its worker waiting for capacity:

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // RulesModel is the offline, deterministic default: it decides from the
@@ -31,10 +32,19 @@ var categories = []struct {
 }
 
 // Triage classifies by keyword and scores a few classic fraud signals.
-func (RulesModel) Triage(_ context.Context, c claim.Claim) (Reply[Triage], error) {
+func (RulesModel) Triage(ctx context.Context, c claim.Claim) (Reply[Triage], error) {
 	t := rulesTriage(c, "")
 	prompt := fmt.Sprintf("Classify claim %s (%s %s): %s", c.ID, c.Amount(), c.Currency, c.Description)
-	return Reply[Triage]{Output: t, Usage: rulesUsage(len(c.Description)), Transcript: transcript(prompt, t)}, nil
+	r := Reply[Triage]{Output: t, Usage: rulesUsage(len(c.Description)), Transcript: transcript(prompt, t)}
+	traceRules(ctx, r.Usage, "stop", nil)
+	return r, nil
+}
+
+// traceRules records a rules model call as the GenAI client span a real
+// provider's call gets, so a trace reads the same offline.
+func traceRules(ctx context.Context, u Usage, finish string, err error) {
+	_, span := telemetry.StartChat(ctx, "durableclaims.rules", "rules/v1")
+	telemetry.EndChat(span, "rules/v1", u.TokensIn, u.TokensOut, []string{finish}, err)
 }
 
 // Deterministic: the rules model answers the same conversation the same way,
@@ -91,7 +101,7 @@ func rulesTriage(c claim.Claim, documentText string) Triage {
 
 // Assess recommends the covered amount and asks for review on strong fraud
 // signals.
-func (RulesModel) Assess(_ context.Context, r AssessRequest) (Reply[Assessment], error) {
+func (RulesModel) Assess(ctx context.Context, r AssessRequest) (Reply[Assessment], error) {
 	as := Assessment{RecommendedMinor: r.Coverage.CoveredMinor}
 	as.Rationale = fmt.Sprintf("%s; %s; recommend %s %s", r.Triage.Summary, r.Coverage.Reason,
 		claim.FormatAmount(as.RecommendedMinor, r.Claim.Currency), strings.ToUpper(r.Claim.Currency))
@@ -100,7 +110,9 @@ func (RulesModel) Assess(_ context.Context, r AssessRequest) (Reply[Assessment],
 		as.Rationale += "; fraud score " + fmt.Sprint(r.Triage.FraudScore) + " needs a human"
 	}
 	prompt := fmt.Sprintf("Recommend a payout for claim %s: %s; coverage: %s", r.Claim.ID, r.Triage.Summary, r.Coverage.Reason)
-	return Reply[Assessment]{Output: as, Usage: rulesUsage(len(r.Claim.Description)), Transcript: transcript(prompt, as)}, nil
+	reply := Reply[Assessment]{Output: as, Usage: rulesUsage(len(r.Claim.Description)), Transcript: transcript(prompt, as)}
+	traceRules(ctx, reply.Usage, "stop", nil)
+	return reply, nil
 }
 
 // rulesUsage reports a token count as a real model would, roughly one token

@@ -13,7 +13,17 @@ import (
 // classifies from the claim and what the tools said, first flagging strong
 // fraud signals for investigators (one more turn) when there are any. The
 // answer is a function of the conversation, so asking again gives the same.
-func (RulesModel) TriageTurn(_ context.Context, req TurnRequest) (Reply[Turn], error) {
+func (m RulesModel) TriageTurn(ctx context.Context, req TurnRequest) (Reply[Turn], error) {
+	r, err := m.triageTurn(req)
+	finish := "stop"
+	if len(r.Output.ToolCalls) > 0 {
+		finish = "tool_calls"
+	}
+	traceRules(ctx, r.Usage, finish, err)
+	return r, err
+}
+
+func (RulesModel) triageTurn(req TurnRequest) (Reply[Turn], error) {
 	c := req.Claim
 	results := map[string]string{}
 	asked := map[string]bool{}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -46,7 +47,10 @@ type Step struct {
 
 // Story is a claim run read from its event history.
 type Story struct {
-	ClaimID string                 `json:"claim_id"`
+	ClaimID string `json:"claim_id"`
+	// TraceID is the claim's OpenTelemetry trace, from the trace context
+	// its start carried; empty when it was started untraced.
+	TraceID string                 `json:"trace_id,omitempty"`
 	State   string                 `json:"state"`
 	Result  *workflows.ClaimResult `json:"result,omitempty"`
 	Steps   []*Step                `json:"steps"`
@@ -101,6 +105,8 @@ func ReadHistory(ctx context.Context, c client.Client, dc converter.DataConverte
 			return nil, fmt.Errorf("history of %s: %w", id, err)
 		}
 		switch e.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			s.TraceID = telemetry.TraceID(e.GetWorkflowExecutionStartedEventAttributes().GetHeader())
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
 			typ := e.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
 			r := &Step{Activity: typ, Step: int(stepOf[typ]), StepName: stepOf[typ].String(), Outcome: "scheduled"}

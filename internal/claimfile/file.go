@@ -16,6 +16,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/converter"
+
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Schema names this version of the dossier's shape (docs/claim-file.schema.json).
@@ -30,6 +32,10 @@ type File struct {
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id"`
 	TaskQueue  string `json:"task_queue"`
+	// TraceID is the claim's OpenTelemetry trace, from the trace context
+	// its start carried (absent when the claim was started untraced):
+	// what an operator opens to see the run's spans (docs/operations.md).
+	TraceID string `json:"trace_id,omitempty"`
 	// Outcome and, in plain words, its basis: what the claimant's letter says.
 	Outcome string `json:"outcome"`
 	Basis   string `json:"basis"`
@@ -165,6 +171,7 @@ func (r *historyReader) read(e *historypb.HistoryEvent) Event {
 	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
 		a := e.GetWorkflowExecutionStartedEventAttributes()
 		f.Input = r.decode(a.GetInput())
+		f.TraceID = telemetry.TraceID(a.GetHeader())
 		ev.Detail = a.GetWorkflowType().GetName() + " by " + a.GetIdentity()
 	case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
 		enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:

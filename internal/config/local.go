@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // The local stack: where every program keeps and finds its files on one
@@ -69,4 +71,19 @@ func IfExists(path string) string {
 		return ""
 	}
 	return path
+}
+
+// DefaultTraceURLTemplate links a trace in Jaeger all-in-one on this
+// machine, the local stack's viewer.
+const DefaultTraceURLTemplate = "http://localhost:16686/trace/{trace_id}"
+
+// TraceURL is the link to a claim's trace: TRACE_URL_TEMPLATE ("{trace_id}"
+// replaced; "none" for no link), else DefaultTraceURLTemplate; "" when the
+// claim has no trace.
+func TraceURL(traceID string) string {
+	t := Get("TRACE_URL_TEMPLATE", DefaultTraceURLTemplate)
+	if t == "none" {
+		return ""
+	}
+	return telemetry.TraceURL(t, traceID)
 }

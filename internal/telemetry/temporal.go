@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/workflow"
@@ -68,7 +71,8 @@ func Flush(timeout time.Duration) {
 // SDK would put on every segment) until the claim closed or left its cache
 // (a parked claim does, after STICKY_RELEASE_AFTER). A claim waiting days
 // holds no span open; the next segment continues the same trace, from the
-// start event's header.
+// start event's header. An error is recorded by its type, never its
+// message (scrubbed).
 func TemporalInterceptor(tp trace.TracerProvider) (interceptor.Interceptor, error) {
 	ti, err := opentelemetry.NewTracingInterceptor(opentelemetry.TracerOptions{
 		Tracer:              tp.Tracer("temporal-sdk-go"),
@@ -78,7 +82,7 @@ func TemporalInterceptor(tp trace.TracerProvider) (interceptor.Interceptor, erro
 				opts = append(opts, trace.WithTimestamp(time.Now()))
 			}
 			_, span := t.Start(ctx, name, opts...)
-			return span
+			return scrubbed{span}
 		},
 	})
 	if err != nil {
@@ -141,4 +145,47 @@ func TraceURL(template, traceID string) string {
 		return ""
 	}
 	return strings.ReplaceAll(template, "{trace_id}", traceID)
+}
+
+// Attribute keys of this project's own spans.
+const (
+	AttrClaimID  = "claim.id"
+	AttrApprover = "claim.approver"
+	AttrVerdict  = "claim.verdict"
+	AttrChannel  = "claim.decision.channel"
+)
+
+// ClaimSpanContext is the span context a claim's run started with (its
+// start event's header), for a link from work done for the claim outside
+// its trace; invalid when the claim has none or its history is not
+// readable.
+func ClaimSpanContext(ctx context.Context, c client.Client, id string) trace.SpanContext {
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	if !it.HasNext() {
+		return trace.SpanContext{}
+	}
+	e, err := it.Next()
+	if err != nil {
+		return trace.SpanContext{}
+	}
+	sc, _ := SpanContext(e.GetWorkflowExecutionStartedEventAttributes().GetHeader())
+	return sc
+}
+
+// StartDecision starts the span of a decision sent to claim id by approver
+// through channel (inbox, claimsctl), in the caller's own trace and linked
+// to the claim's: a decision days after intake joins the claim's trace by
+// that link, and no span of the claim's stays open while it waits. The
+// caller sets AttrVerdict and ends it. Off, it reads nothing and returns a
+// span that records nothing.
+func StartDecision(ctx context.Context, c client.Client, id, approver, channel string) (context.Context, trace.Span) {
+	if !On() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	opts := []trace.SpanStartOption{trace.WithAttributes(attribute.String(AttrClaimID, id),
+		attribute.String(AttrApprover, approver), attribute.String(AttrChannel, channel))}
+	if sc := ClaimSpanContext(ctx, c, id); sc.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{attribute.String("link.kind", "claim")}}))
+	}
+	return Tracer().Start(ctx, "claim.decide", opts...)
 }

@@ -1,0 +1,103 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/temporal"
+)
+
+// The OpenTelemetry GenAI conventions' attributes (gen_ai.*) this project
+// sets on model calls and tool calls. Prompt and completion content are
+// never recorded: they hold the claimant's words.
+const (
+	GenAIOperation     = "gen_ai.operation.name"
+	GenAIProvider      = "gen_ai.provider.name"
+	GenAIRequestModel  = "gen_ai.request.model"
+	GenAIResponseModel = "gen_ai.response.model"
+	GenAIInputTokens   = "gen_ai.usage.input_tokens"
+	GenAIOutputTokens  = "gen_ai.usage.output_tokens"
+	GenAIFinishReasons = "gen_ai.response.finish_reasons"
+	GenAIToolName      = "gen_ai.tool.name"
+	GenAIToolCallID    = "gen_ai.tool.call.id"
+	GenAIToolType      = "gen_ai.tool.type"
+)
+
+// StartChat starts a model call's span, "chat MODEL", a GenAI client span.
+func StartChat(ctx context.Context, provider, model string) (context.Context, trace.Span) {
+	return Tracer().Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String(GenAIOperation, "chat"), attribute.String(GenAIProvider, provider), attribute.String(GenAIRequestModel, model)))
+}
+
+// EndChat ends a model call's span with what the provider answered.
+func EndChat(span trace.Span, responseModel string, tokensIn, tokensOut int64, finishReasons []string, err error) {
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		span.SetStatus(codes.Error, "model call failed")
+	} else {
+		attrs := []attribute.KeyValue{attribute.Int64(GenAIInputTokens, tokensIn), attribute.Int64(GenAIOutputTokens, tokensOut)}
+		if responseModel != "" {
+			attrs = append(attrs, attribute.String(GenAIResponseModel, responseModel))
+		}
+		if len(finishReasons) > 0 {
+			attrs = append(attrs, attribute.StringSlice(GenAIFinishReasons, finishReasons))
+		}
+		span.SetAttributes(attrs...)
+	}
+	span.End()
+}
+
+// StartTool starts the span of a tool the triage agent asked for,
+// "execute_tool NAME".
+func StartTool(ctx context.Context, name, callID string) (context.Context, trace.Span) {
+	return Tracer().Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+		attribute.String(GenAIOperation, "execute_tool"), attribute.String(GenAIToolName, name),
+		attribute.String(GenAIToolCallID, callID), attribute.String(GenAIToolType, "function")))
+}
+
+// End ends span, marking it failed with a fixed description when err is
+// not nil: an error's text can carry claim data, and a span is no place
+// for it, so only its Go type is kept (error.type).
+func End(span trace.Span, err error, what string) {
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		span.SetStatus(codes.Error, what)
+	}
+	span.End()
+}
+
+// errorType names an error without its message: a Temporal application
+// error by its stable type (IdempotencyConflict, PayeeChanged…), anything
+// else by its Go type.
+func errorType(err error) string {
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.Type() != "" {
+		return app.Type()
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+// scrubbed is a span that keeps errors' types and drops their messages:
+// the Temporal interceptor records every failed activity's and workflow's
+// error on its span, and an error's text can carry claim data (a payee's
+// account in a refusal, a claimant's words quoted by a provider).
+type scrubbed struct{ trace.Span }
+
+func (s scrubbed) RecordError(err error, _ ...trace.EventOption) {
+	if err == nil {
+		return
+	}
+	s.Span.AddEvent("exception", trace.WithAttributes(attribute.String("exception.type", errorType(err))))
+}
+
+func (s scrubbed) SetStatus(code codes.Code, _ string) {
+	if code == codes.Error {
+		s.Span.SetStatus(code, "failed")
+		return
+	}
+	s.Span.SetStatus(code, "")
+}
