@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
@@ -99,6 +100,24 @@ type replaySafe struct{ interceptor.Interceptor }
 
 func (r replaySafe) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
 	return &replaySafeInbound{WorkflowInboundInterceptor: r.Interceptor.InterceptWorkflow(ctx, next), untraced: next}
+}
+
+// InterceptActivity adds, inside the SDK's RunActivity span, the attempt
+// it is: a step retried after a crash reads as its attempt 2.
+func (r replaySafe) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	return r.Interceptor.InterceptActivity(ctx, &attemptTagger{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}})
+}
+
+type attemptTagger struct {
+	interceptor.ActivityInboundInterceptorBase
+}
+
+// AttrAttempt is the attempt of an activity's RunActivity span.
+const AttrAttempt = "temporal.activity.attempt"
+
+func (a *attemptTagger) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64(AttrAttempt, int64(activity.GetInfo(ctx).Attempt)))
+	return a.Next.ExecuteActivity(ctx, in)
 }
 
 type replaySafeInbound struct {

@@ -82,6 +82,10 @@
 //     answers it 503 api_error without processing it (as it does any slow
 //     fault firing afterwards), so neither Shutdown nor Close waits out a
 //     long delay.
+//   - stale-list (GET /v1/transfers only): a list answered with no
+//     transfers, as one that has not caught up with a create yet; a
+//     caller's check-then-act then creates again, and the key's replay
+//     keeps it to one transfer.
 //   - 429 (rate_limit), 409 (idempotency_key_in_use, byte for byte what a
 //     real in-flight conflict returns) and 500-before-commit (api_error):
 //     answered without executing; nothing is stored against the key, so a

@@ -44,11 +44,16 @@ const (
 	// FaultErrorBeforeCommit answers 500 api_error without executing
 	// anything, so the key stays free.
 	FaultErrorBeforeCommit Fault = "500-before-commit"
+	// FaultStaleList answers a list (GET /v1/transfers) with no transfers,
+	// as a list that has not caught up with a create yet: a caller's
+	// check-then-act finds nothing and creates again, and the key's
+	// replay is what keeps it to one transfer.
+	FaultStaleList Fault = "stale-list"
 )
 
 var faultKinds = []Fault{
 	FaultErrorAfterCommit, FaultDropAfterCommit, FaultSlow,
-	FaultRateLimit, FaultKeyInUse, FaultErrorBeforeCommit,
+	FaultRateLimit, FaultKeyInUse, FaultErrorBeforeCommit, FaultStaleList,
 }
 
 // Defaults for FaultRule fields left empty.
@@ -154,6 +159,8 @@ func (r FaultRule) Validate() error {
 		return fmt.Errorf("fault rule: delay is only meaningful for %q", FaultSlow)
 	case r.Method != "" && strings.TrimLeft(strings.ToUpper(r.Method), "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "":
 		return fmt.Errorf("fault rule: method %q must be an HTTP method such as GET or POST", r.Method)
+	case r.Fault == FaultStaleList && (!strings.EqualFold(r.Method, http.MethodGet) || (r.Path != "" && r.Path != DefaultFaultPath)):
+		return fmt.Errorf("fault rule: %q applies to GET %s only", FaultStaleList, DefaultFaultPath)
 	case r.Path != "" && !strings.HasPrefix(r.Path, "/v1/"):
 		return fmt.Errorf("fault rule: path %q must start with /v1/ (faults apply to the /v1 API only)", r.Path)
 	}
@@ -344,6 +351,8 @@ func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, next http.Ha
 		// have timed out and hung up while it was queued: detach from the
 		// client's cancellation (the body was buffered by transferGroupOf).
 		next.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+	case FaultStaleList:
+		writeJSON(w, http.StatusOK, transferList{Object: "list", Data: []*transfer{}, URL: DefaultFaultPath})
 	case FaultRateLimit:
 		writeError(w, errRateLimit())
 	case FaultKeyInUse:

@@ -563,3 +563,19 @@ func TestFaultSlowEndsOnBeginShutdown(t *testing.T) {
 	tr := h.create(100, "claim_other", "key-other")
 	assert.Equal(t, []string{tr.ID}, ids(h.listAll(byGroup("claim_other"))), "other requests still work")
 }
+
+// A stale list hides a transfer made: the same key then creates nothing
+// new and Stripe's replay answers with the first transfer.
+func TestFaultStaleListHidesATransferTheKeyReplays(t *testing.T) {
+	h := start(t, "", nil)
+	first, err := h.sc.Transfers.New(transferParams(700, "stale", "stale-key"))
+	require.NoError(t, err)
+	h.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultStaleList, Method: "GET", TransferGroup: "stale"})
+	assert.Empty(t, h.listAll(byGroup("stale")), "the list has not caught up")
+	assert.Len(t, h.listAll(byGroup("stale")), 1, "once: the next list sees it")
+	again, err := h.sc.Transfers.New(transferParams(700, "stale", "stale-key"))
+	require.NoError(t, err)
+	assert.Equal(t, first.ID, again.ID)
+	assert.Equal(t, "true", again.LastResponse.Header.Get("Idempotent-Replayed"))
+	assert.Error(t, stripesim.FaultRule{Fault: stripesim.FaultStaleList}.Validate(), "POST is no list")
+}

@@ -1,0 +1,200 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	historypb "go.temporal.io/api/history/v1"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
+	"github.com/durableclaims/durableclaims/testbed/otlpsink"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// The claimant's personal data, marked so that any of it in a span is
+// found: no name, e-mail, payout account, description or document text may
+// reach a trace.
+var piiMarks = []string{"Zqx7Name Piiperson", "zqx7-mail@example.com", "acct_1Zqx7Account", "Zqx7Desc", "Zqx7DocText"}
+
+// TestOneClaimOneTrace runs a claim over the limit through a signed
+// approval with every program exporting by OTLP/gRPC to a receiver the
+// test runs (testbed/otlpsink, the official proto types), kills the
+// worker with SIGKILL right after Stripe made the payment, and reads what
+// was exported: intake to the claim file under the one trace the starter
+// began, each activity with its attempt, the model calls with their
+// tokens, the Stripe POST twice with the same key (a stale list hides the
+// first transfer from the retry's check) and the second a replay, the
+// decision linked to the claim's trace, and none of the claimant's data.
+func TestOneClaimOneTrace(t *testing.T) {
+	sink, err := otlpsink.Start()
+	require.NoError(t, err)
+	defer sink.Close()
+	w := newWorld(t)
+	w.env = append(w.env, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.GRPCEndpoint(), "OTEL_BSP_SCHEDULE_DELAY=100",
+		"TRACE_URL_TEMPLATE=http://jaeger.test/trace/{trace_id}")
+	const id = "claim-e2e-trace"
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"), "--crash-at", id+":6:after-effect",
+		"--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
+	fault := fmt.Sprintf(`{"fault":"stale-list","method":"GET","transfer_group":%q,"times":2}`, id)
+	resp, err := http.Post(envValue(w.env, "STRIPE_API_BASE")+"/_sim/faults", "application/json", strings.NewReader(fault))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	w.start(w.piiClaimFile(id, "1840.00"))
+	w.waitStatus(id, workflows.StatusWaiting)
+	out, err := w.ctl("decide", "approve", id, "--key", filepath.Join(w.keys, "adjuster-17.key"))
+	require.NoError(t, err, out)
+	r := w.result(id)
+	require.Equal(t, workflows.StatusPaid, r.Status)
+	require.True(t, r.PaymentReplayed)
+
+	out, err = w.ctl("show", id)
+	require.NoError(t, err, out)
+	m := regexp.MustCompile(`(?m)^  trace ([0-9a-f]{32}) http://jaeger\.test/trace/([0-9a-f]{32})$`).FindStringSubmatch(out)
+	require.NotNil(t, m, "claimsctl show prints the trace and its link:\n%s", out)
+	traceID := m[1]
+	assert.Equal(t, traceID, m[2])
+
+	var spans []otlpsink.Span
+	require.Eventually(t, func() bool {
+		spans = sink.Spans()
+		var audit, decided bool
+		for _, s := range spans {
+			audit = audit || s.Name == "RunActivity:WriteAudit" && s.TraceID == traceID
+			decided = decided || s.Name == "claim.decide"
+		}
+		return audit && decided
+	}, time.Minute, 200*time.Millisecond, "the worker exported the claim's last step, claimsctl its decision")
+	time.Sleep(time.Second) // the last batches
+	spans = sink.Spans()
+
+	inTrace := map[string][]otlpsink.Span{}
+	for _, s := range spans {
+		if s.TraceID == traceID {
+			inTrace[s.Name] = append(inTrace[s.Name], s)
+		}
+	}
+	t.Logf("%d spans, %d names in the claim's trace", len(spans), len(inTrace))
+	start := inTrace["StartWorkflow:ClaimWorkflow"]
+	require.Len(t, start, 1, "the starter began the claim's trace")
+	assert.Equal(t, "starter", start[0].Resource["service.name"])
+	assert.Empty(t, start[0].ParentID, "the claim's trace is its own, not a batch's")
+	for _, act := range []string{"LoadClaim", "TriageTurn", "AssessClaim", "OpenApproval", "PayClaimant", "NotifyClaimant", "CloseClaim", "WriteAudit"} {
+		runs := inTrace["RunActivity:"+act]
+		if assert.NotEmpty(t, runs, "%s ran under the claim's trace", act) {
+			assert.Equal(t, "worker", runs[0].Resource["service.name"])
+			assert.NotNil(t, runs[0].Attrs[telemetry.AttrAttempt], "%s says its attempt", act)
+		}
+	}
+	// The payment's first attempt died with the worker after Stripe paid;
+	// its second is attempt 2.
+	var attempts []int64
+	for _, s := range inTrace["RunActivity:PayClaimant"] {
+		attempts = append(attempts, s.Attrs[telemetry.AttrAttempt].(int64))
+	}
+	assert.Contains(t, attempts, int64(2), "the retried payment is attempt 2")
+
+	var posts []otlpsink.Span
+	for _, s := range inTrace["stripe POST /v1/transfers"] {
+		posts = append(posts, s)
+	}
+	require.Len(t, posts, 2, "the payment POSTed twice: before the kill, and on the retry that the stale list misled")
+	key := id + ":step6"
+	for i, p := range posts {
+		assert.Equal(t, key, p.Attrs[activities.AttrStripeIdempotencyKey], "POST %d carried the step's key", i+1)
+		assert.Equal(t, r.TransferID, p.Attrs[activities.AttrStripeTransferID], "POST %d answered with the one transfer", i+1)
+		assert.Equal(t, "CLIENT", strings.TrimPrefix(p.Kind, "SPAN_KIND_"))
+	}
+	assert.Equal(t, false, posts[0].Attrs[activities.AttrStripeReplayed], "the first POST made the transfer")
+	assert.Equal(t, true, posts[1].Attrs[activities.AttrStripeReplayed], "the second was Stripe's replay")
+
+	var chats int
+	for name, ss := range inTrace {
+		if !strings.HasPrefix(name, "chat ") {
+			continue
+		}
+		for _, s := range ss {
+			chats++
+			assert.Equal(t, "chat", s.Attrs[telemetry.GenAIOperation])
+			assert.NotEmpty(t, s.Attrs[telemetry.GenAIProvider])
+			assert.NotEmpty(t, s.Attrs[telemetry.GenAIRequestModel])
+			assert.Positive(t, s.Attrs[telemetry.GenAIInputTokens], "token usage")
+			assert.Positive(t, s.Attrs[telemetry.GenAIOutputTokens], "token usage")
+			assert.NotEmpty(t, s.Attrs[telemetry.GenAIFinishReasons])
+		}
+	}
+	assert.GreaterOrEqual(t, chats, 3, "two triage turns and the assessment")
+	for name := range inTrace {
+		if strings.HasPrefix(name, "execute_tool ") {
+			assert.Equal(t, "execute_tool", inTrace[name][0].Attrs[telemetry.GenAIOperation])
+		}
+	}
+	assert.NotEmpty(t, inTrace["email send"], "the claimant's e-mail")
+
+	// The decision: claimsctl's own trace, linked to the claim's.
+	var decisions []otlpsink.Span
+	for _, s := range spans {
+		if s.Name == "claim.decide" {
+			decisions = append(decisions, s)
+		}
+	}
+	require.Len(t, decisions, 1)
+	d := decisions[0]
+	assert.NotEqual(t, traceID, d.TraceID, "a decision days later holds no span of the claim's open")
+	assert.Equal(t, []string{traceID}, d.LinkedTraceIDs, "it links the claim's trace")
+	assert.Equal(t, "adjuster-17", d.Attrs[telemetry.AttrApprover])
+	assert.Equal(t, "approve", d.Attrs[telemetry.AttrVerdict])
+
+	for _, mark := range piiMarks {
+		assert.False(t, sink.Contains([]byte(mark)), "%q reached a span", mark)
+	}
+
+	// The claim file records the trace.
+	files := w.claimFiles(id)
+	require.Len(t, files, 1)
+	body, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	var file struct {
+		TraceID string `json:"trace_id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &file))
+	assert.Equal(t, traceID, file.TraceID, "the claim file records the trace")
+
+	// Its history, trace headers and all, replays on a build without
+	// tracing: the interceptor added no command.
+	dc, fc := testenv.Converters(t, w.env)
+	rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc})
+	require.NoError(t, err)
+	rp.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
+	assert.NoError(t, rp.ReplayWorkflowHistoryWithOptions(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+		&historypb.History{Events: w.events(id)}, worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}))
+}
+
+// piiClaimFile is a claim over the limit whose claimant data are marked
+// (piiMarks), with a text document the triage agent reads.
+func (w *world) piiClaimFile(id, amount string) string {
+	dir := w.t.TempDir()
+	require.NoError(w.t, os.WriteFile(filepath.Join(dir, "report.txt"), []byte("Plumber's report "+piiMarks[4]+": burst pipe, water damage."), 0o644))
+	path := filepath.Join(dir, id+".json")
+	doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":%q,"email":%q,"stripe_account":%q},
+		"amount":%q,"currency":"usd","description":"%s: a burst pipe flooded the kitchen","documents":[{"name":"report.txt","path":"report.txt"}]}`,
+		id, piiMarks[0], piiMarks[1], piiMarks[2], amount, piiMarks[3])
+	require.NoError(w.t, os.WriteFile(path, []byte(doc), 0o644))
+	return path
+}
