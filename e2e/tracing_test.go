@@ -14,7 +14,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -177,13 +180,26 @@ func TestOneClaimOneTrace(t *testing.T) {
 	assert.Equal(t, traceID, file.TraceID, "the claim file records the trace")
 
 	// Its history, trace headers and all, replays on a build without
-	// tracing: the interceptor added no command.
+	// tracing and on one with it (a replay exports no step again, and
+	// continues the claim's trace). Each replay reads the history afresh:
+	// the SDK's replayer changes the events it is given.
 	dc, fc := testenv.Converters(t, w.env)
-	rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc})
+	exp := tracetest.NewInMemoryExporter()
+	ti, err := telemetry.TemporalInterceptor(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
 	require.NoError(t, err)
-	rp.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
-	assert.NoError(t, rp.ReplayWorkflowHistoryWithOptions(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
-		&historypb.History{Events: w.events(id)}, worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}))
+	for _, ix := range [][]interceptor.WorkerInterceptor{nil, {ti}} {
+		rp, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{DataConverter: dc, FailureConverter: fc, Interceptors: ix})
+		require.NoError(t, err)
+		rp.RegisterWorkflowWithOptions(workflows.ClaimWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowType})
+		assert.NoError(t, rp.ReplayWorkflowHistoryWithOptions(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)),
+			&historypb.History{Events: w.events(id)}, worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}),
+			"replay with tracing: %v", ix != nil)
+	}
+	require.NotEmpty(t, exp.GetSpans())
+	for _, s := range exp.GetSpans() {
+		assert.Equal(t, traceID, s.SpanContext.TraceID().String(), "a replay continues the claim's trace")
+		assert.True(t, strings.HasPrefix(s.Name, "RunWorkflow:"), "a replay exports no step again: %s", s.Name)
+	}
 }
 
 // piiClaimFile is a claim over the limit whose claimant data are marked
