@@ -149,6 +149,20 @@ func TestOneClaimOneTrace(t *testing.T) {
 		}
 	}
 	assert.NotEmpty(t, inTrace["email send"], "the claimant's e-mail")
+	var queries, blobs int
+	for name, ss := range inTrace {
+		switch {
+		case strings.HasPrefix(name, "db "):
+			queries += len(ss)
+			assert.Equal(t, "sqlite", ss[0].Attrs["db.system.name"])
+		case strings.HasPrefix(name, "blob "):
+			blobs += len(ss)
+		}
+	}
+	assert.Positive(t, queries, "the claims store's statements")
+	assert.Positive(t, blobs, "the blob store")
+	assert.NotEmpty(t, inTrace["blob verify"], "intake verified the document")
+	assert.NotEmpty(t, inTrace["blob put_record"], "the claim file written")
 
 	// The decision: claimsctl's own trace, linked to the claim's.
 	var decisions []otlpsink.Span

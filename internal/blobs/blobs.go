@@ -26,6 +26,8 @@ import (
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file://, the default
 	"gocloud.dev/gcerrors"
+
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Ref identifies one stored object.
@@ -85,7 +87,9 @@ func (s *Store) Close() error { return s.bucket.Close() }
 
 // Put stores r under key, hashing as it goes, and returns its reference.
 // Storing the same content under the same key again is harmless.
-func (s *Store) Put(ctx context.Context, key string, r io.Reader) (Ref, error) {
+func (s *Store) Put(ctx context.Context, key string, r io.Reader) (_ Ref, err error) {
+	ctx, span := telemetry.StartBlob(ctx, "put", key)
+	defer func() { telemetry.End(span, err, "put failed") }()
 	w, err := s.bucket.NewWriter(ctx, key, nil)
 	if err != nil {
 		return Ref{}, err
@@ -145,7 +149,9 @@ func (s *Store) Verify(ctx context.Context, ref Ref) error {
 
 // VerifyHead verifies the object as Verify does and returns its first n
 // bytes: one read for both.
-func (s *Store) VerifyHead(ctx context.Context, ref Ref, n int) ([]byte, error) {
+func (s *Store) VerifyHead(ctx context.Context, ref Ref, n int) (_ []byte, err error) {
+	ctx, span := telemetry.StartBlob(ctx, "verify", s.keyOf(ref.URI))
+	defer func() { telemetry.End(span, err, "verify failed") }()
 	r, err := s.open(ctx, ref.URI)
 	if err != nil {
 		return nil, err
@@ -194,6 +200,12 @@ func (s *Store) open(ctx context.Context, uri string) (*blob.Reader, error) {
 	return r, err
 }
 
+// keyOf is the key of a URI of this store, "" for any other.
+func (s *Store) keyOf(uri string) string {
+	key, _ := s.Key(uri)
+	return key
+}
+
 // Key maps a URI of this store back to its key.
 func (s *Store) Key(uri string) (string, bool) {
 	return strings.CutPrefix(uri, s.base+"/")
@@ -232,9 +244,11 @@ var ErrExists = errors.New("already exists")
 // rewritten: only if no object has its key, and on S3 under Object Lock
 // until retainUntil where the bucket has locking on (see records.md). A
 // key already taken is ErrExists.
-func (s *Store) PutRecord(ctx context.Context, key string, data []byte, retainUntil time.Time) (Ref, error) {
+func (s *Store) PutRecord(ctx context.Context, key string, data []byte, retainUntil time.Time) (_ Ref, err error) {
+	ctx, span := telemetry.StartBlob(ctx, "put_record", key)
+	defer func() { telemetry.End(span, err, "put_record failed") }()
 	opts := &blob.WriterOptions{IfNotExist: true, ContentType: "application/json", BeforeWrite: s.retention(retainUntil)}
-	err := s.bucket.WriteAll(ctx, key, data, opts)
+	err = s.bucket.WriteAll(ctx, key, data, opts)
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
 		return Ref{}, fmt.Errorf("%s: %w", key, ErrExists)
 	}
@@ -246,7 +260,9 @@ func (s *Store) PutRecord(ctx context.Context, key string, data []byte, retainUn
 }
 
 // ReadKey reads the object at key, up to max bytes.
-func (s *Store) ReadKey(ctx context.Context, key string, max int64) ([]byte, error) {
+func (s *Store) ReadKey(ctx context.Context, key string, max int64) (_ []byte, err error) {
+	ctx, span := telemetry.StartBlob(ctx, "read", key)
+	defer func() { telemetry.End(span, err, "read failed") }()
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil, fmt.Errorf("%s: %w", key, os.ErrNotExist)

@@ -105,7 +105,7 @@ func (s *Store) ClaimFilesOf(ctx context.Context, claimID string) ([]ClaimFile, 
 }
 
 func (s *Store) claimFiles(ctx context.Context, q string, args ...any) ([]ClaimFile, error) {
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	rows, err := s.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

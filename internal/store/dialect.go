@@ -296,3 +296,11 @@ func upgradeUnversioned(ctx context.Context, db *sql.DB) error {
 	}
 	return nil
 }
+
+// system is the database's name in OpenTelemetry's db.system.name.
+func (d dialect) system() string {
+	if d.name == "postgres" {
+		return "postgresql"
+	}
+	return d.name
+}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/telemetry"
 )
 
 // Errors callers branch on.
@@ -74,16 +75,26 @@ func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Microseco
 // ts is a time as the backend stores it.
 func (s *Store) ts(t time.Time) any { return s.d.time(t) }
 
+// exec, queryRow and query run a statement, each a span while tracing is
+// on (telemetry.StartQuery: the statement, never its arguments).
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return s.db.ExecContext(ctx, s.d.rebind(q), args...)
+	ctx, span := telemetry.StartQuery(ctx, s.d.system(), q)
+	r, err := s.db.ExecContext(ctx, s.d.rebind(q), args...)
+	telemetry.End(span, err, "statement failed")
+	return r, err
 }
 
 func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx, span := telemetry.StartQuery(ctx, s.d.system(), q)
+	defer span.End()
 	return s.db.QueryRowContext(ctx, s.d.rebind(q), args...)
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	ctx, span := telemetry.StartQuery(ctx, s.d.system(), q)
+	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	telemetry.End(span, err, "query failed")
+	return rows, err
 }
 
 // tx is a write transaction: on SQLite it holds the database's write lock
@@ -102,11 +113,16 @@ func (s *Store) begin(ctx context.Context) (*tx, error) {
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return t.ExecContext(ctx, t.d.rebind(q), args...)
+	ctx, span := telemetry.StartQuery(ctx, t.d.system(), q)
+	r, err := t.ExecContext(ctx, t.d.rebind(q), args...)
+	telemetry.End(span, err, "statement failed")
+	return r, err
 }
 
 // lock reads one row and locks it until the transaction ends.
 func (t *tx) lock(ctx context.Context, q string, args ...any) *sql.Row {
+	ctx, span := telemetry.StartQuery(ctx, t.d.system(), q)
+	defer span.End()
 	return t.QueryRowContext(ctx, t.d.rebind(q+t.d.forUpdate), args...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -100,4 +101,57 @@ func (s scrubbed) SetStatus(code codes.Code, _ string) {
 		return
 	}
 	s.Span.SetStatus(code, "")
+}
+
+// StartBlob starts the span of a blob store operation (put, get, verify,
+// put_record, read, list) on the object class of key: its first segment
+// (claims, claim-files, transcripts…), never the rest of the key, which
+// names a claimant's document as they named it.
+func StartBlob(ctx context.Context, op, key string) (context.Context, trace.Span) {
+	if !On() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	class, _, _ := strings.Cut(key, "/")
+	return Tracer().Start(ctx, "blob "+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("blob.operation", op), attribute.String("blob.class", class)))
+}
+
+// StartQuery starts the span of a claims store statement: its operation
+// and table, and the statement's text with its placeholders, never the
+// values bound to them. system is "postgresql" or "sqlite".
+func StartQuery(ctx context.Context, system, query string) (context.Context, trace.Span) {
+	if !On() {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	op, table := statement(query)
+	name := "db " + op
+	if table != "" {
+		name += " " + table
+	}
+	if len(query) > 1000 {
+		query = query[:1000]
+	}
+	return Tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("db.system.name", system), attribute.String("db.operation.name", op),
+		attribute.String("db.collection.name", table), attribute.String("db.query.text", query)))
+}
+
+// statement reads a statement's operation (its first word) and the table
+// it names first (after FROM, INTO or UPDATE; a subquery's own).
+func statement(q string) (op, table string) {
+	words := strings.Fields(q)
+	if len(words) == 0 {
+		return "", ""
+	}
+	op = strings.ToUpper(words[0])
+	for i, w := range words[:len(words)-1] {
+		switch strings.ToUpper(w) {
+		case "FROM", "INTO", "UPDATE":
+			if strings.HasPrefix(words[i+1], "(") { // a subquery: its own FROM names the table
+				continue
+			}
+			return op, strings.Trim(words[i+1], "),;\"")
+		}
+	}
+	return op, ""
 }
