@@ -140,9 +140,12 @@ func (m *OpenAIModel) chat(ctx context.Context, params openai.ChatCompletionNewP
 		return nil, err
 	}
 	var reasons []string
+	var answers []openai.ChatCompletionMessage
 	for _, ch := range comp.Choices {
 		reasons = append(reasons, string(ch.FinishReason))
+		answers = append(answers, ch.Message)
 	}
+	telemetry.ChatContent(span, params.Messages, answers) // off unless a development switch says so
 	telemetry.EndChat(span, comp.Model, comp.Usage.PromptTokens, comp.Usage.CompletionTokens, reasons, nil)
 	return comp, nil
 }

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,6 +33,18 @@ const (
 func StartChat(ctx context.Context, provider, model string) (context.Context, trace.Span) {
 	return Tracer().Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 		attribute.String(GenAIOperation, "chat"), attribute.String(GenAIProvider, provider), attribute.String(GenAIRequestModel, model)))
+}
+
+// ChatContent records a model call's messages on its span, as JSON
+// (gen_ai.input.messages, gen_ai.output.messages), when CaptureContent
+// allows it; otherwise it does nothing.
+func ChatContent(span trace.Span, input, output any) {
+	if !CaptureContent() {
+		return
+	}
+	in, _ := json.Marshal(input)
+	out, _ := json.Marshal(output)
+	span.SetAttributes(attribute.String("gen_ai.input.messages", string(in)), attribute.String("gen_ai.output.messages", string(out)))
 }
 
 // EndChat ends a model call's span with what the provider answered.

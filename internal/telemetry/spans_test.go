@@ -82,3 +82,22 @@ func TestStatementNamesOperationAndTable(t *testing.T) {
 		assert.Equal(t, want, [2]string{op, table}, q)
 	}
 }
+
+// Prompts and answers hold the claimant's words: a model span carries them
+// only with the development switch on.
+func TestChatContentOnlyWithTheSwitch(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	for _, on := range []bool{false, true} {
+		capture.Store(on)
+		_, span := tp.Tracer("t").Start(context.Background(), "chat m")
+		ChatContent(span, []string{"Zqx7 the claimant's words"}, []string{"an answer"})
+		span.End()
+	}
+	capture.Store(false)
+	spans := exp.GetSpans()
+	require.Len(t, spans, 2)
+	assert.Empty(t, spans[0].Attributes, "off by default")
+	require.Len(t, spans[1].Attributes, 2)
+	assert.Contains(t, spans[1].Attributes[0].Value.AsString(), "Zqx7")
+}

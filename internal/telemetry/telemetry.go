@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -63,7 +64,20 @@ type Settings struct {
 	Enabled  bool
 	Protocol string
 	Endpoint string // as given, for the log line; the exporter reads it itself
+	// CaptureContent records the model's prompts and answers on its spans
+	// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true): they hold
+	// the claimant's words, so only against a Temporal frontend on this
+	// machine (a development server), and refused otherwise.
+	CaptureContent bool
 }
+
+// CaptureContentVar is the switch that records prompts and answers.
+const CaptureContentVar = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+var capture atomic.Bool
+
+// CaptureContent says whether model spans carry the prompts and answers.
+func CaptureContent() bool { return capture.Load() }
 
 // Read decides from getenv (os.Getenv in the programs) whether tracing is
 // on and by which protocol.
@@ -90,6 +104,18 @@ func Read(getenv func(string) string) (Settings, error) {
 		return Settings{}, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: want otlp or none", exp)
 	}
 	s := Settings{Enabled: true, Endpoint: endpoint, Protocol: first(getenv, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")}
+	if v := strings.TrimSpace(getenv(CaptureContentVar)); v != "" {
+		c, err := strconv.ParseBool(v)
+		if err != nil {
+			return Settings{}, fmt.Errorf("%s=%q: want true or false", CaptureContentVar, v)
+		}
+		addr := first(getenv, "TEMPORAL_ADDRESS")
+		if c && !loopback(addr) {
+			return Settings{}, fmt.Errorf("%s=true records claimants' words in traces: refused unless the Temporal frontend (TEMPORAL_ADDRESS=%q) is a development server on this machine",
+				CaptureContentVar, addr)
+		}
+		s.CaptureContent = c
+	}
 	switch s.Protocol {
 	case "":
 		s.Protocol = ProtocolGRPC
@@ -144,5 +170,20 @@ func Start(ctx context.Context, service string) (Settings, Shutdown, error) {
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	on.Store(true)
+	capture.Store(s.CaptureContent)
 	return s, tp.Shutdown, nil
+}
+
+// loopback says whether a Temporal address is on this machine; empty is
+// the SDK's default, localhost:7233.
+func loopback(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback()
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/durableclaims/durableclaims/testbed/otlpsink"
 )
 
-var otelVars = []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
+var otelVars = []string{CaptureContentVar, "TEMPORAL_ADDRESS", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
 	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
 	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"}
 
@@ -42,6 +42,12 @@ func TestReadTheStandardVariables(t *testing.T) {
 		{"disabled beats an endpoint", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317"}, Settings{}, ""},
 		{"none beats an endpoint", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317"}, Settings{}, ""},
 		{"a bad switch is refused", map[string]string{"OTEL_SDK_DISABLED": "yes please"}, Settings{}, "OTEL_SDK_DISABLED"},
+		{"content on a dev server", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", CaptureContentVar: "true", "TEMPORAL_ADDRESS": "127.0.0.1:7233"},
+			Settings{Enabled: true, Protocol: ProtocolGRPC, Endpoint: "http://a:4317", CaptureContent: true}, ""},
+		{"content with the default frontend", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", CaptureContentVar: "true"},
+			Settings{Enabled: true, Protocol: ProtocolGRPC, Endpoint: "http://a:4317", CaptureContent: true}, ""},
+		{"content refused for a remote frontend", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", CaptureContentVar: "true",
+			"TEMPORAL_ADDRESS": "temporal.prod:7233"}, Settings{}, "refused"},
 		{"an exporter we lack is refused", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, Settings{}, "OTEL_TRACES_EXPORTER"},
 		{"http/json is refused", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, Settings{}, "http/json"},
 	} {
