@@ -94,10 +94,18 @@ func TestOneClaimOneTrace(t *testing.T) {
 		}
 	}
 	t.Logf("%d spans, %d names in the claim's trace", len(spans), len(inTrace))
+	intake := inTrace["claim.intake"]
+	require.Len(t, intake, 1, "the starter began the claim's trace")
+	assert.Equal(t, "starter", intake[0].Resource["service.name"])
+	assert.Empty(t, intake[0].ParentID, "the claim's trace is its own, not a batch's")
 	start := inTrace["StartWorkflow:ClaimWorkflow"]
-	require.Len(t, start, 1, "the starter began the claim's trace")
-	assert.Equal(t, "starter", start[0].Resource["service.name"])
-	assert.Empty(t, start[0].ParentID, "the claim's trace is its own, not a batch's")
+	require.Len(t, start, 1)
+	assert.Equal(t, intake[0].SpanID, start[0].ParentID, "the start is part of the intake")
+	for _, name := range []string{"blob put", "db INSERT claims"} {
+		if assert.NotEmpty(t, inTrace[name], name) {
+			assert.Equal(t, "starter", inTrace[name][0].Resource["service.name"], "%s at intake", name)
+		}
+	}
 	for _, act := range []string{"LoadClaim", "TriageTurn", "AssessClaim", "OpenApproval", "PayClaimant", "NotifyClaimant", "CloseClaim", "WriteAudit"} {
 		runs := inTrace["RunActivity:"+act]
 		if assert.NotEmpty(t, runs, "%s ran under the claim's trace", act) {

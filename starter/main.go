@@ -23,6 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -306,6 +308,10 @@ func startAll(stop context.Context, o options, l links, claims []namedClaim, inp
 		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 		defer cancel()
 		in := inputs[i]
+		// The claim's trace: its own root, never the batch's, holding its
+		// documents' upload, its registration and its start.
+		ctx, span := telemetry.Tracer().Start(ctx, "claim.intake", trace.WithAttributes(attribute.String(telemetry.AttrClaimID, in.Claim.ID)))
+		defer span.End()
 		if err := storeDocuments(ctx, l.docs, &in.Claim, claims[i].root); err != nil {
 			fmt.Fprintf(errOut, "%s: %v\n", in.Claim.ID, err)
 			return failed

@@ -116,12 +116,13 @@ func (s scrubbed) SetStatus(code codes.Code, _ string) {
 	s.Span.SetStatus(code, "")
 }
 
-// StartBlob starts the span of a blob store operation (put, get, verify,
-// put_record, read, list) on the object class of key: its first segment
+// StartBlob starts the span of a blob store operation (put, verify,
+// put_record, read; inside a traced operation only, see traced) on the
+// object class of key: its first segment
 // (claims, claim-files, transcripts…), never the rest of the key, which
 // names a claimant's document as they named it.
 func StartBlob(ctx context.Context, op, key string) (context.Context, trace.Span) {
-	if !On() {
+	if !On() || !traced(ctx) {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	class, _, _ := strings.Cut(key, "/")
@@ -129,11 +130,12 @@ func StartBlob(ctx context.Context, op, key string) (context.Context, trace.Span
 		attribute.String("blob.operation", op), attribute.String("blob.class", class)))
 }
 
-// StartQuery starts the span of a claims store statement: its operation
+// StartQuery starts the span of a claims store statement (inside a traced
+// operation only, see traced): its operation
 // and table, and the statement's text with its placeholders, never the
 // values bound to them. system is "postgresql" or "sqlite".
 func StartQuery(ctx context.Context, system, query string) (context.Context, trace.Span) {
-	if !On() {
+	if !On() || !traced(ctx) {
 		return ctx, trace.SpanFromContext(context.Background())
 	}
 	op, table := statement(query)
@@ -148,6 +150,12 @@ func StartQuery(ctx context.Context, system, query string) (context.Context, tra
 		attribute.String("db.system.name", system), attribute.String("db.operation.name", op),
 		attribute.String("db.collection.name", table), attribute.String("db.query.text", query)))
 }
+
+// traced says whether ctx is inside a span: a statement or a blob read
+// is a span only as part of something traced (a step, an intake, a
+// request), never a root of its own, so the worker's periodic sweeps
+// start no trace every minute.
+func traced(ctx context.Context) bool { return trace.SpanContextFromContext(ctx).IsValid() }
 
 // statement reads a statement's operation (its first word) and the table
 // it names first (after FROM, INTO or UPDATE; a subquery's own).

@@ -9,9 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -100,4 +102,35 @@ func TestChatContentOnlyWithTheSwitch(t *testing.T) {
 	assert.Empty(t, spans[0].Attributes, "off by default")
 	require.Len(t, spans[1].Attributes, 2)
 	assert.Contains(t, spans[1].Attributes[0].Value.AsString(), "Zqx7")
+}
+
+// A statement or a blob read is a span only inside a traced operation: the
+// worker's sweeps start no trace of their own every minute.
+func TestStoreAndBlobSpansOnlyInsideATrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	otel.SetTracerProvider(tp)
+	on.Store(true)
+	defer func() { on.Store(false); otel.SetTracerProvider(noop.NewTracerProvider()) }()
+
+	_, q := StartQuery(context.Background(), "sqlite", "SELECT 1 FROM claims")
+	_, b := StartBlob(context.Background(), "read", "claims/claim-1/0-x.jpg")
+	assert.False(t, q.IsRecording() || b.IsRecording(), "no root of their own")
+	ctx, step := Tracer().Start(context.Background(), "RunActivity:LoadClaim")
+	_, q = StartQuery(ctx, "sqlite", "SELECT body FROM claims WHERE claim_id = ?")
+	_, b = StartBlob(ctx, "verify", "claims/claim-1/0-ada_lovelace_passport.jpg")
+	q.End()
+	b.End()
+	step.End()
+	names := map[string]map[string]string{}
+	for _, s := range exp.GetSpans() {
+		attrs := map[string]string{}
+		for _, kv := range s.Attributes {
+			attrs[string(kv.Key)] = kv.Value.Emit()
+		}
+		names[s.Name] = attrs
+	}
+	assert.Equal(t, "claims", names["db SELECT claims"]["db.collection.name"])
+	assert.Equal(t, "claims", names["blob verify"]["blob.class"])
+	assert.NotContains(t, fmt.Sprint(names), "lovelace", "a document's own name is never on a span")
 }
