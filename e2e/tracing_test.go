@@ -236,3 +236,24 @@ func (w *world) piiClaimFile(id, amount string) string {
 	require.NoError(w.t, os.WriteFile(path, []byte(doc), 0o644))
 	return path
 }
+
+// Off, the real programs cost nothing: with OTEL_SDK_DISABLED=true beside
+// an endpoint that a receiver listens on, a claim runs from intake to its
+// file and nothing dials the receiver; the claim has no trace to show.
+func TestTracingOffDialsNothing(t *testing.T) {
+	sink, err := otlpsink.Start()
+	require.NoError(t, err)
+	defer sink.Close()
+	w := newWorld(t)
+	w.env = append(w.env, "OTEL_SDK_DISABLED=true", "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.GRPCEndpoint(), "OTEL_BSP_SCHEDULE_DELAY=100")
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	const id = "claim-e2e-untraced"
+	w.start(w.claimFile(id, "240.00"))
+	require.Equal(t, workflows.StatusPaid, w.result(id).Status)
+	out, err := w.ctl("show", id)
+	require.NoError(t, err, out)
+	assert.NotContains(t, out, "trace ")
+	time.Sleep(500 * time.Millisecond) // past a batch's delay, had one been made
+	assert.Zero(t, sink.Connections(), "no program dialled the receiver")
+	assert.Empty(t, sink.Spans())
+}
