@@ -135,3 +135,20 @@ func (s *ClaimSuite) TestANoticeRefusedForGoodIsNotRetriedRegular() {
 	s.Equal([]string{"EscalateApproval local"}, escalations)
 	s.Empty(s.calls.escalated)
 }
+
+// A step waits for model capacity at most a day in all: with waits of
+// the longest a provider may ask (10 minutes), the 144th wait reaches 24
+// hours and the next hand-back ends the claim with the cap
+// (checkpoint.go, waited >= maxBudgetWaitPerStep).
+func (s *ClaimSuite) TestModelCapacityWaitsEndAtADay() {
+	s.calls.budgetWaits, s.calls.budgetWaitFor = 1000, maxBudgetWait
+	s.start(testClaim("claim-0089", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType)
+	s.Equal(CapModelCapacity, r.DeadLetter.Cap)
+	s.Contains(r.DeadLetter.Error, "waited 24h0m0s for model capacity over 144 waits")
+	s.Equal(1000-145, s.calls.budgetWaits)
+	s.Equal(24*time.Hour, 144*maxBudgetWait)
+}

@@ -64,7 +64,9 @@ type calls struct {
 
 	// Knobs a test sets before start.
 	loadStatus string
-	payErr     error
+	// loadErr fails every read of the claim.
+	loadErr error
+	payErr  error
 	// notifyErr fails every attempt of the claimant's e-mail.
 	notifyErr error
 	// reread changes the claim the system of record returns from the
@@ -89,6 +91,8 @@ type calls struct {
 	// each says handed it back (default 1).
 	budgetWaits   int
 	budgetAttempt int32
+	// budgetWaitFor is the wait each hands back (default 5 minutes).
+	budgetWaitFor time.Duration
 	// escalateFails is how many attempts of the escalation notice fail
 	// (a mail relay that is down) before one succeeds.
 	escalateFails int
@@ -124,7 +128,7 @@ func (c *calls) sendLetter(now time.Time, key claim.IdempotencyKey, f activities
 	return sent, nil
 }
 
-// budgetWait hands a 5-minute wait back, while the knob says so, to a
+// budgetWait hands a wait back (5 minutes unless budgetWaitFor), while the knob says so, to a
 // model step whose workflow waits for capacity itself.
 func (c *calls) budgetWait(waits bool) error {
 	c.mu.Lock()
@@ -133,7 +137,11 @@ func (c *calls) budgetWait(waits bool) error {
 		return nil
 	}
 	c.budgetWaits--
-	return temporal.NewNonRetryableApplicationError("no model capacity for 5m0s", activities.ErrModelBudgetWait, nil, 5*time.Minute, max(c.budgetAttempt, 1))
+	wait := c.budgetWaitFor
+	if wait == 0 {
+		wait = 5 * time.Minute
+	}
+	return temporal.NewNonRetryableApplicationError("no model capacity for "+wait.String(), activities.ErrModelBudgetWait, nil, wait, max(c.budgetAttempt, 1))
 }
 
 func (c *calls) add(name string, key claim.IdempotencyKey) {
@@ -193,6 +201,9 @@ func (s *ClaimSuite) SetupTest() {
 			c.loads++
 			n := c.loads
 			c.mu.Unlock()
+			if c.loadErr != nil {
+				return activities.LoadClaimResult{}, c.loadErr
+			}
 			res := activities.LoadClaimResult{Claim: in.Claim, Status: "open", Version: 1, Law: c.law, Meta: one}
 			if c.loadStatus != "" {
 				res.Status = c.loadStatus

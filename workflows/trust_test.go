@@ -333,3 +333,17 @@ func (s *ClaimSuite) TestHandOffsAreBounded() {
 	s.Len(waiting.Approval.Handoffs, approvals.MaxHandoffs)
 	s.Equal(StatusPaid, s.result().Status)
 }
+
+// Only a claim the system of record does not hold, or has closed, ends
+// the run at intake having done nothing: any other failure of the first
+// read dead-letters the claim for an operator, with its error (caps.go,
+// isErrorType; claim_workflow.go, intake).
+func (s *ClaimSuite) TestAnIntakeFailureDeadLettersTheClaim() {
+	s.calls.loadErr = temporal.NewNonRetryableApplicationError("documents[0]: changed since it was stored", activities.ErrInvalidInput, nil)
+	s.start(testClaim("claim-0090", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(activities.ErrInvalidInput, r.DeadLetter.ErrorType)
+	s.Empty(s.calls.pays)
+}
