@@ -197,6 +197,14 @@ func signingKey(getenv func(string) string) (authority.KeyFile, func() (authorit
 	return key, directory, nil
 }
 
+// traceRequest says which requests are spans: not a load balancer's
+// health check, the static files, or the claim page's polling of its live
+// state every few seconds.
+func traceRequest(r *http.Request) bool {
+	p := r.URL.Path
+	return p != "/healthz" && !strings.HasPrefix(p, "/static/") && !strings.HasSuffix(p, "/live")
+}
+
 // serve serves the inbox on the site's address until ctx ends, then shuts
 // down within 10 s.
 func serve(ctx context.Context, s *server, st site, logger *slog.Logger) error {
@@ -211,7 +219,7 @@ func serve(ctx context.Context, s *server, st site, logger *slog.Logger) error {
 		// claim's trace (telemetry.StartDecision).
 		h = otelhttp.NewHandler(s, "inbox", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			return "inbox " + r.Method
-		}))
+		}), otelhttp.WithFilter(traceRequest))
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: time.Minute,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}

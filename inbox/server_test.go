@@ -369,3 +369,10 @@ func TestReasonsShowAmountsInTheApproversFormat(t *testing.T) {
 	assert.Equal(t, "payout EUR 1.840,00", de.Text("payout 1840.00", "eur"))
 	assert.Equal(t, "ten 10.000", de.Text("ten 10.000", "jpy"), "JPY has no minor unit: not an amount")
 }
+
+func TestTracedRequestsLeaveOutPollingAndStaticFiles(t *testing.T) {
+	for path, want := range map[string]bool{"/": true, "/claims/claim-1": true, "/claims/claim-1/decide": true,
+		"/claims/claim-1/live": false, "/healthz": false, "/static/inbox.css": false} {
+		assert.Equal(t, want, traceRequest(httptest.NewRequest(http.MethodGet, path, nil)), path)
+	}
+}
