@@ -152,3 +152,16 @@ func (s *ClaimSuite) TestModelCapacityWaitsEndAtADay() {
 	s.Equal(1000-145, s.calls.budgetWaits)
 	s.Equal(24*time.Hour, 144*maxBudgetWait)
 }
+
+// A regular step refused for good while the step cap leaves it fewer
+// attempts than its policy dead-letters the claim with its own error: the
+// cap did not cut it (checkpoint.go, attemptsRanOut).
+func (s *ClaimSuite) TestARefusalUnderTheStepCapIsNoCap() {
+	s.calls.payErr = temporal.NewNonRetryableApplicationError("card declined", "PaymentRefused", nil)
+	s.start(testClaim("claim-0091", "640.00"), Options{Caps: Caps{MaxSteps: 10}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal("PaymentRefused", r.DeadLetter.ErrorType, r.DeadLetter.Error)
+	s.Empty(r.DeadLetter.Cap)
+}
