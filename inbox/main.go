@@ -12,6 +12,7 @@
 //	INBOX_SESSION_KEY   base64 of 32 or more random bytes, the same on every replica
 //	OIDC_ISSUER, OIDC_CLIENT_ID, OIDC_CLIENT_SECRET   the identity provider
 //	INBOX_DEV_LOGIN=1   development only: choose an approver instead of an identity provider (loopback only)
+//	JAEGER_QUERY_URL    a Jaeger query service (http://localhost:16686): /traces/{trace_id} draws a claim's trace from it
 //	APPROVERS_FILE, BLOB_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, CODEC_KEYS_FILE   as for the worker
 package main
 
@@ -98,7 +99,8 @@ func run(ctx context.Context, logger *slog.Logger, getenv func(string) string) e
 	defer queue.Close()
 
 	s := &server{log: logger, temporal: c, dc: dc, namespace: config.Get("TEMPORAL_NAMESPACE", "default"), blobs: docs,
-		queue: queue, cookies: ck, key: key, directory: directory}
+		queue: queue, cookies: ck, key: key, directory: directory,
+		traces: strings.TrimSuffix(getenv("JAEGER_QUERY_URL"), "/"), http: &http.Client{Timeout: 20 * time.Second}}
 	if !site.dev {
 		if s.oidc, err = newOIDC(ctx, getenv("OIDC_ISSUER"), getenv("OIDC_CLIENT_ID"), getenv("OIDC_CLIENT_SECRET"), site.public+"/callback"); err != nil {
 			return err

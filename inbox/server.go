@@ -43,6 +43,10 @@ type server struct {
 	directory func() (authority.Book, error)
 	pages     map[string]*template.Template
 	mux       *http.ServeMux
+	// traces is the Jaeger query service a claim's trace is read from
+	// (JAEGER_QUERY_URL; "" when none), through http.
+	traces string
+	http   *http.Client
 }
 
 // contentSecurityPolicy allows the inbox's own stylesheet and script and
@@ -67,6 +71,7 @@ func (s *server) routes() {
 	s.mux.HandleFunc("POST /claims/{id}/decide", s.signedIn(s.decide))
 	s.mux.HandleFunc("GET /claims/{id}/documents/{n}", s.signedIn(s.document))
 	s.mux.HandleFunc("GET /claims/{id}/documents/{n}/view", s.signedIn(s.viewDocument))
+	s.mux.HandleFunc("GET /traces/{trace}", s.signedIn(s.trace))
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -164,7 +169,7 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 
 func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"inbox", "claim", "devlogin", "error"} {
+	for _, name := range []string{"inbox", "claim", "devlogin", "error", "trace"} {
 		t, err := template.New(name).Funcs(template.FuncMap{"entryArgs": entryArgs}).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, err

@@ -224,3 +224,18 @@ func (t Trace) Bar(s Span, width int) (x, w int) {
 	w = max(1, int(int64(width)*int64(s.Duration)/int64(t.Duration)))
 	return min(x, width-1), min(w, width-min(x, width-1))
 }
+
+// WorkflowIDs are the Temporal workflow IDs the trace's spans name
+// (Temporal's interceptor tags its spans with temporalWorkflowID), in
+// order of first appearance: a claim's trace names its claim.
+func (t Trace) WorkflowIDs() []string {
+	var out []string
+	for _, s := range t.Spans {
+		for _, a := range s.Attributes {
+			if a.Key == "temporalWorkflowID" && a.Value != "" && !slices.Contains(out, a.Value) {
+				out = append(out, a.Value)
+			}
+		}
+	}
+	return out
+}

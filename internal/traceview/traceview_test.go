@@ -42,6 +42,7 @@ func TestParseLaysSpansOutUnderTheirParents(t *testing.T) {
 	assert.True(t, pay.Error)
 	assert.Equal(t, []Attribute{{"idempotency.key", "claim-0043:step6"}}, pay.Attributes, "only the listed attributes are shown")
 	assert.False(t, tr.Spans[2].Error)
+	assert.Equal(t, []string{"claim-0043"}, tr.WorkflowIDs())
 
 	x, w := tr.Bar(pay, 1000)
 	assert.Equal(t, 800, x)
