@@ -121,10 +121,7 @@ func TestOneClaimOneTrace(t *testing.T) {
 	}
 	assert.Contains(t, attempts, int64(2), "the retried payment is attempt 2")
 
-	var posts []otlpsink.Span
-	for _, s := range inTrace["stripe POST /v1/transfers"] {
-		posts = append(posts, s)
-	}
+	posts := inTrace["stripe POST /v1/transfers"]
 	require.Len(t, posts, 2, "the payment POSTed twice: before the kill, and on the retry that the stale list misled")
 	key := id + ":step6"
 	for i, p := range posts {
