@@ -157,3 +157,50 @@ func TestRequestReviewRefuses(t *testing.T) {
 		}
 	})
 }
+
+// Who decided an outcome is read from the record as an auditor would: a
+// person decided it only through an approval whose decision still holds.
+// A voided or expired approval, or one nobody answered, leaves the outcome
+// the rules' or the policy's, and so reviewable. It guards reviewable's
+// two conditions (reviews.go: rec.Decided, and the approval that counts),
+// which make mutate found no test of.
+func TestReviewableCountsOnlyADecisionThatHolds(t *testing.T) {
+	orig := Record{Claim: testClaim("claim-9")}
+	closed := time.Date(2026, 11, 2, 10, 0, 0, 0, time.UTC)
+	signed := func() *decision.Decision {
+		return &decision.Decision{Approver: "adjuster-17", Verdict: decision.Approve}
+	}
+	for _, tc := range []struct {
+		name      string
+		decided   *audit.Decided
+		approvals []*decision.Approval
+		by        string
+		refused   error
+	}{
+		{name: "no decided record: the rules", by: audit.DecidedByRules},
+		{name: "the policy's final outcome", decided: &audit.Decided{By: audit.DecidedByPolicy}, by: audit.DecidedByPolicy},
+		{name: "an approval nobody answered", decided: &audit.Decided{By: audit.DecidedByPolicy},
+			approvals: []*decision.Approval{{Expired: true}}, by: audit.DecidedByPolicy},
+		{name: "a decision voided when the claim changed", decided: &audit.Decided{By: audit.DecidedByRules},
+			approvals: []*decision.Approval{{Decision: signed(), Voided: "amended"}}, by: audit.DecidedByRules},
+		{name: "a decision accepted after its deadline passed", decided: &audit.Decided{By: audit.DecidedByPolicy},
+			approvals: []*decision.Approval{{Decision: signed(), Expired: true}}, by: audit.DecidedByPolicy},
+		{name: "a decision that holds, after one voided", decided: &audit.Decided{By: audit.DecidedByRules},
+			approvals: []*decision.Approval{{Decision: signed(), Voided: "amended"}, {Decision: signed()}},
+			by:        audit.DecidedByApprover, refused: ErrReviewByPerson},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := audit.Record{ClaimID: "claim-9", Outcome: "paid", PayoutMinor: 1000, Currency: "usd", ClosedAt: closed,
+				Decided: tc.decided, Approvals: tc.approvals}
+			var rv Review
+			err := reviewable(orig, rec, &rv)
+			assert.Equal(t, tc.by, rv.DecidedBy)
+			if tc.refused != nil {
+				assert.ErrorIs(t, err, tc.refused)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, closed, rv.DecidedAt)
+		})
+	}
+}
