@@ -99,17 +99,27 @@ func TestAPaymentNeedsAnAmountAndAPayee(t *testing.T) {
 // made before the grace makes it an orphan however recent the others
 // (reconcile.go, transfers newest first and the oldest judged).
 func TestAnOldTransferIsNotInFlightBesideNewOnes(t *testing.T) {
-	var skew atomic.Int64
-	a := newActivities(t, newSkewedStripe(t, &skew))
-	r := recon{t, a}
-	r.register("claim-o")
-	skew.Store(int64(20 * time.Minute))
-	old := r.pay("claim-o", 100)
-	skew.Store(0)
 	// Transfer IDs are random: make one recent transfer sort after the
-	// old one, so an order by ID rather than by time would judge it.
-	for i := 0; ; i++ {
+	// old one, so an order by ID rather than by time would judge it. An
+	// entry names at most maxTransfersPerEntry transfers, so the old one
+	// is kept only where a few recent ones will do: its ID low in the
+	// alphabet ("tr_" then 0-9, A-T), each new one then sorting after it
+	// with odds over one half.
+	var a *Activities
+	var old string
+	for i := 0; old == "" || old >= "tr_U"; i++ {
 		require.Less(t, i, 50)
+		var skew atomic.Int64
+		a = newActivities(t, newSkewedStripe(t, &skew))
+		r := recon{t, a}
+		r.register("claim-o")
+		skew.Store(int64(20 * time.Minute))
+		old = r.pay("claim-o", 100)
+		skew.Store(0)
+	}
+	r := recon{t, a}
+	for i := 0; ; i++ {
+		require.Less(t, i, maxTransfersPerEntry-1)
 		if r.transfer("claim-o", 100, "") > old {
 			break
 		}
