@@ -74,13 +74,15 @@ cluster: temporal-cli temporal-server
 	bin/cluster $(CLUSTER_FLAGS)
 
 # MODEL_PROVIDER=openai runs the same story through the OpenAI-compatible
-# provider, against modelsim unless MODEL_BASE_URL points elsewhere.
-demo: temporal-cli build
+# provider, against modelsim unless MODEL_BASE_URL points elsewhere. Every
+# program sends its spans to Jaeger all-in-one beside the dev server; the
+# demo prints the link to claim-0043's trace.
+demo: temporal-cli jaeger build
 	./scripts/demo.sh
 
 # Throughput, latency, history size, memory and crash recovery against bare
 # Temporal in one run (about 25 minutes; BENCH_FLAGS="-n 100 -reps 1 -parked 1000" for a quick look).
-bench: temporal-cli temporal-server build
+bench: temporal-cli temporal-server jaeger build
 	bin/bench -worker bin/worker -temporal "$(TEMPORAL)" -json var/bench/latest.json $(BENCH_FLAGS)
 
 # The same claim on DBOS, Restate and LangGraph beside durableclaims, in one
@@ -194,7 +196,7 @@ TEST_QUICK = $$($(GO) list ./... | grep -v -e '/e2e$$' $(foreach p,$(TEST_SERVER
 # The fuzz targets' seed corpora run with the tests; a short fuzzing run of
 # each follows. First, Chromium and PostgreSQL: installed when missing if
 # run as root; otherwise it stops at once and prints the command to run.
-test: test-prereqs temporal-cli temporal-server s3-server vet
+test: test-prereqs temporal-cli temporal-server s3-server jaeger vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_QUICK)
 	$(GO) test -race -count=1 -timeout $(TEST_SERVERS_TIMEOUT) $(addprefix ./,$(TEST_SERVERS))
 	$(GO) test -race -count=1 -timeout $(TEST_E2E_TIMEOUT) ./e2e

@@ -38,7 +38,15 @@ var emails = map[string]string{"adjuster-17": "adjuster17@insurer.example", "adj
 	"supervisor-3": "supervisor3@insurer.example"}
 
 func newBrowserWorld(t *testing.T) *browserWorld {
+	return newBrowserWorldWith(t, nil)
+}
+
+// newBrowserWorldWith is newBrowserWorld with env added for every program
+// and the worker started with workerArgs. Links to a claim's trace are the
+// inbox's own trace page.
+func newBrowserWorldWith(t *testing.T, env []string, workerArgs ...string) *browserWorld {
 	w := newWorld(t)
+	w.env = append(w.env, env...)
 	b := &browserWorld{world: w}
 	dir := t.TempDir()
 	key := filepath.Join(dir, "inbox.key")
@@ -52,8 +60,8 @@ func newBrowserWorld(t *testing.T) *browserWorld {
 
 	addr := freePort(t)
 	b.inbox = "http://" + addr
-	w.env = append(w.env, "INBOX_URL="+b.inbox)
-	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	w.env = append(w.env, "INBOX_URL="+b.inbox, "TRACE_URL_TEMPLATE="+b.inbox+"/traces/{trace_id}")
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"), workerArgs...)
 	sessionKey := make([]byte, 32)
 	_, _ = rand.Read(sessionKey)
 	testenv.Supervise(t, append(append([]string{}, w.env...), "INBOX_ADDR="+addr, "INBOX_SIGNING_KEY="+key,

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -53,21 +55,9 @@ func TestOneClaimOneTrace(t *testing.T) {
 	const id = "claim-e2e-trace"
 	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"), "--crash-at", id+":6:after-effect",
 		"--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
-	fault := fmt.Sprintf(`{"fault":"stale-list","method":"GET","transfer_group":%q,"times":2}`, id)
-	resp, err := http.Post(envValue(w.env, "STRIPE_API_BASE")+"/_sim/faults", "application/json", strings.NewReader(fault))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	r := approvedAfterAKill(t, w, id)
 
-	w.start(w.piiClaimFile(id, "1840.00"))
-	w.waitStatus(id, workflows.StatusWaiting)
-	out, err := w.ctl("decide", "approve", id, "--key", filepath.Join(w.keys, "adjuster-17.key"))
-	require.NoError(t, err, out)
-	r := w.result(id)
-	require.Equal(t, workflows.StatusPaid, r.Status)
-	require.True(t, r.PaymentReplayed)
-
-	out, err = w.ctl("show", id)
+	out, err := w.ctl("show", id)
 	require.NoError(t, err, out)
 	m := regexp.MustCompile(`(?m)^  trace ([0-9a-f]{32}) http://jaeger\.test/trace/([0-9a-f]{32})$`).FindStringSubmatch(out)
 	require.NotNil(t, m, "claimsctl show prints the trace and its link:\n%s", out)
@@ -253,4 +243,126 @@ func TestTracingOffDialsNothing(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // past a batch's delay, had one been made
 	assert.Zero(t, sink.Connections(), "no program dialled the receiver")
 	assert.Empty(t, sink.Spans())
+}
+
+// approvedAfterAKill runs a claim carrying marked PII over the limit to
+// its payment on a worker started with --crash-at id:6:after-effect: it
+// parks, adjuster-17 approves it, the worker dies right after Stripe made
+// the transfer, and the retry pays it; its result. A stale list hides the first
+// transfer from the retry's check, so the retry POSTs again with the same
+// key and Stripe answers with a replay.
+func approvedAfterAKill(t *testing.T, w *world, id string) workflows.ClaimResult {
+	fault := fmt.Sprintf(`{"fault":"stale-list","method":"GET","transfer_group":%q,"times":2}`, id)
+	resp, err := http.Post(envValue(w.env, "STRIPE_API_BASE")+"/_sim/faults", "application/json", strings.NewReader(fault))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	w.start(w.piiClaimFile(id, "1840.00"))
+	w.waitStatus(id, workflows.StatusWaiting)
+	out, err := w.ctl("decide", "approve", id, "--key", filepath.Join(w.keys, "adjuster-17.key"))
+	require.NoError(t, err, out)
+	r := w.result(id)
+	require.Equal(t, workflows.StatusPaid, r.Status)
+	require.True(t, r.PaymentReplayed, "the retry's POST was answered as a replay")
+	return r
+}
+
+// jaeger runs Jaeger all-in-one (bin/jaeger, built by make jaeger from
+// tools/jaeger) on deploy/jaeger/local.yaml with every address its own:
+// traces in memory, OTLP/gRPC in. It returns the OTLP endpoint and the
+// query service's URL.
+func jaeger(t *testing.T) (otlp, query string) {
+	root := testenv.ModuleRoot(t)
+	bin := os.Getenv("JAEGER_BIN")
+	if bin == "" {
+		bin = filepath.Join(root, "bin", "jaeger")
+	}
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "Jaeger all-in-one is needed: make jaeger builds bin/jaeger (or set JAEGER_BIN)")
+	grpc, ui := freePort(t), freePort(t)
+	env := []string{"JAEGER_OTLP_GRPC_ADDR=" + grpc, "JAEGER_UI_ADDR=" + ui, "JAEGER_OTLP_HTTP_ADDR=" + freePort(t),
+		"JAEGER_QUERY_GRPC_ADDR=" + freePort(t), "JAEGER_HEALTH_ADDR=" + freePort(t)}
+	testenv.Supervise(t, env, bin, "--config", filepath.Join(root, "deploy", "jaeger", "local.yaml"))
+	query = "http://" + ui
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(query + "/api/services")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, time.Minute, 200*time.Millisecond, "Jaeger's query service never answered")
+	return "http://" + grpc, query
+}
+
+// TestAClaimsTraceInJaegerAndTheInbox is the trace an operator opens: a
+// claim over the limit, its worker SIGKILLed right after Stripe paid, every
+// program exporting to a real Jaeger. claimsctl show links the inbox's
+// trace page; an adjuster who may see the claim opens it in Chromium and
+// finds intake to the claim file under one trace, the payment's two
+// attempts and both POSTs with their one key, and none of the claimant's
+// data, in the page or in what Jaeger holds. The picture in
+// docs/images/trace.png is this page (var/screenshots/trace.png).
+func TestAClaimsTraceInJaegerAndTheInbox(t *testing.T) {
+	otlp, query := jaeger(t)
+	const id = "claim-e2e-jaeger"
+	b := newBrowserWorldWith(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + otlp, "OTEL_BSP_SCHEDULE_DELAY=100", "JAEGER_QUERY_URL=" + query},
+		"--crash-at", id+":6:after-effect", "--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
+	approvedAfterAKill(t, b.world, id)
+
+	out, err := b.ctl("show", id)
+	require.NoError(t, err, out)
+	m := regexp.MustCompile(`(?m)^  trace ([0-9a-f]{32}) (\S+)$`).FindStringSubmatch(out)
+	require.NotNil(t, m, "claimsctl show prints the trace and its link:\n%s", out)
+	traceID, link := m[1], m[2]
+	assert.Equal(t, b.inbox+"/traces/"+traceID, link, "the link is the inbox's trace page")
+
+	// Jaeger holds the claim's last step once the worker's batch is sent.
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(query + "/api/traces/" + traceID)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "RunActivity:WriteAudit")
+	}, time.Minute, 250*time.Millisecond, "Jaeger never held the claim's last step")
+	resp, err := http.Get(query + "/api/traces/" + traceID)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	for _, mark := range piiMarks {
+		assert.NotContains(t, string(raw), mark, "the claimant's data reached Jaeger")
+	}
+
+	ctx := b.signIn("adjuster-17")
+	b.open(ctx, id)
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("#trace a"), "href"))
+	require.NoError(t, err)
+	assert.Equal(t, link, href.Value, "the claim page links its trace")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("ol.waterfall"))))
+	names, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("ol.waterfall > li .span-name")].map(e => e.textContent.trim())`))
+	require.NoError(t, err)
+	count := func(suffix string) (n int) {
+		for _, name := range names {
+			if strings.HasSuffix(strings.TrimSuffix(name, " ✕"), suffix) {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 1, count("claim.intake"), "one intake: %q", names)
+	assert.Equal(t, 1, count("RunActivity:WriteAudit"), "the claim file at the end")
+	assert.GreaterOrEqual(t, count("RunActivity:PayClaimant"), 1, "the payment's retry (the killed attempt's span never ended)")
+	assert.Equal(t, 2, count("stripe POST /v1/transfers"), "the payment POSTed twice, once before the kill and once on the retry")
+	page, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+	require.NoError(t, err)
+	assert.Contains(t, page, id+":step6", "the payment's idempotency key is on the page")
+	for _, mark := range piiMarks {
+		assert.NotContains(t, page, mark, "the claimant's data on the trace page")
+	}
+	b.screenshot(ctx, "trace")
 }

@@ -15,6 +15,9 @@ STRIPESIM_ADDR=${DEMO_STRIPESIM_ADDR:-localhost:12111}
 UI_PORT=${DEMO_UI_PORT:-8233}
 INBOX_ADDR=${DEMO_INBOX_ADDR:-localhost:8088}
 CODEC_ADDR=${DEMO_CODEC_ADDR:-localhost:8081}
+JAEGER_OTLP_GRPC_ADDR=${DEMO_JAEGER_OTLP_GRPC_ADDR:-localhost:4317} JAEGER_OTLP_HTTP_ADDR=${DEMO_JAEGER_OTLP_HTTP_ADDR:-localhost:4318}
+JAEGER_UI_ADDR=${DEMO_JAEGER_UI_ADDR:-localhost:16686} JAEGER_QUERY_GRPC_ADDR=${DEMO_JAEGER_QUERY_GRPC_ADDR:-localhost:16685}
+JAEGER_HEALTH_ADDR=${DEMO_JAEGER_HEALTH_ADDR:-localhost:13133}
 source scripts/lib.sh
 
 echo "crash injection: claim-0042 dies in step 7 (notify); claim-0043 dies in step 6 after Stripe made the transfer"
@@ -75,6 +78,11 @@ say "Each closed claim left a claim file; the ledger key signs a checkpoint of t
 bin/claimsctl checkpoint | sed -n 's/^checkpoint/    checkpoint/p'
 echo "    \$ claimsctl verify claim-0042 claim-0043 claim-0044   # offline: the store, the log, the signed checkpoint"
 bin/claimsctl verify claim-0042 claim-0043 claim-0044 | sed 's/^/    /'
+
+if [ -n "${JAEGER_OTLP_GRPC_ADDR:-}" ]; then
+  say "claim-0043's trace, from intake to its claim file: the worker killed after Stripe paid, the retry finding the transfer"
+  echo "    $(bin/claimsctl show claim-0043 | sed -n 's/^  trace [0-9a-f]* //p')   (sign in as adjuster-17; DEMO_KEEP=1 keeps it up)"
+fi
 
 say "Transfers at the payment provider"
 bin/claimsctl payments claim-0042 claim-0043 claim-0044

@@ -12,8 +12,11 @@
 # Set before sourcing: STACK (a directory), TEMPORAL_ADDRESS, STRIPESIM_ADDR,
 # UI_PORT, CODEC_ADDR for the codec server the Web UI and the CLI decode
 # payloads through (unset: payloads in clear, PAYLOAD_ENCRYPTION=off), and
-# INBOX_ADDR for the adjusters' inbox (unset: no inbox). Call stack_up
-# [worker flags...]; stack_down runs on exit.
+# INBOX_ADDR for the adjusters' inbox (unset: no inbox), and
+# JAEGER_OTLP_GRPC_ADDR, JAEGER_UI_ADDR, JAEGER_OTLP_HTTP_ADDR,
+# JAEGER_QUERY_GRPC_ADDR, JAEGER_HEALTH_ADDR for Jaeger all-in-one (bin/jaeger,
+# make jaeger) that every program sends its spans to (unset: tracing off).
+# Call stack_up [worker flags...]; stack_down runs on exit.
 
 TEMPORAL=${TEMPORAL:-$(command -v temporal || echo "$(go env GOPATH)/bin/temporal")}
 export TEMPORAL_NAMESPACE=default
@@ -39,6 +42,21 @@ else
 fi
 # Approval notices link to the claim's page in the inbox.
 if [ -n "${INBOX_ADDR:-}" ]; then export INBOX_ADDR INBOX_URL=http://$INBOX_ADDR; fi
+# Tracing: every program exports to the stack's Jaeger by OTLP/gRPC (the
+# standard OTEL_* variables, a batch a second), and a claim's trace is
+# linked to the inbox's page that draws it from Jaeger's query service.
+jaeger_addrs=()
+if [ -n "${JAEGER_OTLP_GRPC_ADDR:-}" ]; then
+  if [ -x bin/jaeger ]; then
+    jaeger_addrs=("$JAEGER_OTLP_GRPC_ADDR" "$JAEGER_UI_ADDR" "$JAEGER_OTLP_HTTP_ADDR" "$JAEGER_QUERY_GRPC_ADDR" "$JAEGER_HEALTH_ADDR")
+    export OTEL_EXPORTER_OTLP_ENDPOINT=http://$JAEGER_OTLP_GRPC_ADDR OTEL_BSP_SCHEDULE_DELAY=1000
+    JAEGER_QUERY_URL=http://$JAEGER_UI_ADDR
+    if [ -n "${INBOX_URL:-}" ]; then export TRACE_URL_TEMPLATE="$INBOX_URL/traces/{trace_id}"; fi
+  else
+    echo "tracing off: bin/jaeger is not built (make jaeger)" >&2
+    JAEGER_OTLP_GRPC_ADDR=
+  fi
+fi
 export LOG_LEVEL=${LOG_LEVEL:-info}
 
 say() { printf '\n==> %s\n' "$*"; }
@@ -53,7 +71,7 @@ trap stack_down EXIT
 listening() { (exec 3<>"/dev/tcp/${1%:*}/${1##*:}") 2>/dev/null; }
 
 stack_up() {
-  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT" ${CODEC_ADDR:+"$CODEC_ADDR"} ${INBOX_ADDR:+"$INBOX_ADDR"}; do
+  for addr in "$TEMPORAL_ADDRESS" "$STRIPESIM_ADDR" "localhost:$UI_PORT" ${CODEC_ADDR:+"$CODEC_ADDR"} ${INBOX_ADDR:+"$INBOX_ADDR"} "${jaeger_addrs[@]}"; do
     if listening "$addr"; then
       echo "$addr is already in use; stop what listens there" >&2
       exit 1
@@ -87,6 +105,16 @@ stack_up() {
     stack_pids+=($!)
     for _ in $(seq 1 50); do listening "$CODEC_ADDR" && break; sleep 0.1; done
     codec_flags=(--ui-codec-endpoint "$TEMPORAL_CODEC_ENDPOINT")
+  fi
+
+  if [ -n "${JAEGER_OTLP_GRPC_ADDR:-}" ]; then
+    say "Starting Jaeger all-in-one (traces in memory): OTLP on $JAEGER_OTLP_GRPC_ADDR, query API on $JAEGER_QUERY_URL"
+    JAEGER_OTLP_GRPC_ADDR=$JAEGER_OTLP_GRPC_ADDR JAEGER_UI_ADDR=$JAEGER_UI_ADDR JAEGER_OTLP_HTTP_ADDR=$JAEGER_OTLP_HTTP_ADDR \
+      JAEGER_QUERY_GRPC_ADDR=$JAEGER_QUERY_GRPC_ADDR JAEGER_HEALTH_ADDR=$JAEGER_HEALTH_ADDR \
+      bin/jaeger --config deploy/jaeger/local.yaml >"$RUN/jaeger.log" 2>&1 &
+    stack_pids+=($!)
+    for _ in $(seq 1 100); do listening "$JAEGER_OTLP_GRPC_ADDR" && listening "$JAEGER_UI_ADDR" && break; sleep 0.1; done
+    listening "$JAEGER_OTLP_GRPC_ADDR" || { echo "Jaeger did not come up; see $RUN/jaeger.log" >&2; exit 1; }
   fi
 
   say "Starting the Temporal dev server on $TEMPORAL_ADDRESS (Web UI http://localhost:$UI_PORT)"
@@ -135,7 +163,7 @@ stack_up() {
   if [ -n "${INBOX_ADDR:-}" ]; then
     say "Starting the adjusters' inbox on $INBOX_URL"
     echo "    development sign-in (INBOX_DEV_LOGIN=1, loopback only): pick an approver from the directory, no password"
-    INBOX_DEV_LOGIN=1 bin/inbox >"$RUN/inbox.log" 2>&1 &
+    INBOX_DEV_LOGIN=1 JAEGER_QUERY_URL=${JAEGER_QUERY_URL:-} bin/inbox >"$RUN/inbox.log" 2>&1 &
     stack_pids+=($!)
     for _ in $(seq 1 100); do listening "$INBOX_ADDR" && break; sleep 0.1; done
     listening "$INBOX_ADDR" || { echo "the inbox did not come up; see $RUN/inbox.log" >&2; exit 1; }

@@ -73,9 +73,10 @@ func IfExists(path string) string {
 	return path
 }
 
-// DefaultTraceURLTemplate links a trace in Jaeger all-in-one on this
-// machine, the local stack's viewer.
-const DefaultTraceURLTemplate = "http://localhost:16686/trace/{trace_id}"
+// DefaultTraceURLTemplate links a trace on the local stack's inbox, which
+// draws it from Jaeger all-in-one's query service (JAEGER_QUERY_URL; the
+// Jaeger built here has no UI of its own).
+const DefaultTraceURLTemplate = "http://localhost:8088/traces/{trace_id}"
 
 // TraceURL is the link to a claim's trace: TRACE_URL_TEMPLATE ("{trace_id}"
 // replaced; "none" for no link), else DefaultTraceURLTemplate; "" when the
