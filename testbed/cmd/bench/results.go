@@ -170,6 +170,10 @@ func (r *results) print(w io.Writer) {
 			r.Values["rss_idle_mib"], r.Values["rss_parked_mib"], r.Values["parked_claims"], (v-1)*100)
 		fmt.Fprintf(w, "worker goroutines: %.0f idle, %.0f with claims parked (target: flat)\n", r.Values["goroutines_idle"], r.Values["goroutines_parked"])
 	}
+	if v, ok := r.Values["tracing_cost_ratio"]; ok {
+		fmt.Fprintf(w, "tracing to Jaeger: the stack's CPU a claim %.1f ms off, %.1f ms on (%+.1f%%; target ≤ +10%%); the machine's busy CPU %+.1f%%\n",
+			r.Values["tracing_off_cpu_ms"], r.Values["tracing_on_cpu_ms"], (v-1)*100, (r.Values["tracing_machine_cost_ratio"]-1)*100)
+	}
 	for _, n := range r.inflight {
 		if v, ok := r.Values[fmt.Sprintf("kill_all_done_s_%d_inflight", n)]; ok {
 			fmt.Fprintf(w, "kill with %d in flight: all %d done %.1f s after the SIGKILL\n", n, n, v)

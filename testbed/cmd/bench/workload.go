@@ -45,6 +45,7 @@ func workloads() []listed {
 		{workload: &approvalWorkload{}},
 		{workload: &latencyWorkload{}},
 		{workload: &killWorkload{}},
+		{workload: &tracingWorkload{}},
 		{workload: &peersWorkload{}, optIn: true},
 		// First of the waiting rooms: its checks count every claim
 		// waiting, and the others leave some.

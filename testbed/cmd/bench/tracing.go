@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
+
+	"github.com/durableclaims/durableclaims/internal/telemetry"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// tracingWorkload is what tracing costs (-only tracing): the auto-approve
+// claim with every program exporting its spans to Jaeger all-in-one
+// (-jaeger, make jaeger) against the same claim with tracing off, in one run. Two
+// workers of this build run side by side on task queues of their own, one
+// with OTEL_EXPORTER_OTLP_ENDPOINT set; the bench starts the traced claims
+// as the starter does (a claim.intake root, the SDK's interceptor), the
+// others with no tracing. Repetitions alternate off and on, -n claims each;
+// the figure is machine CPU a claim (Jaeger's own CPU included, as it would
+// be on a machine that ran it), on over off.
+type tracingWorkload struct {
+	jaeger, config string
+}
+
+func (*tracingWorkload) names() []string { return []string{"tracing"} }
+
+func (tw *tracingWorkload) flags(fs *flag.FlagSet) {
+	fs.StringVar(&tw.jaeger, "jaeger", "bin/jaeger", "the tracing workload: Jaeger all-in-one (make jaeger)")
+	fs.StringVar(&tw.config, "jaeger-config", "deploy/jaeger/local.yaml", "the tracing workload: Jaeger's configuration")
+}
+
+func (tw *tracingWorkload) preflight() error {
+	for _, f := range []string{tw.jaeger, tw.config} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("tracing: Jaeger all-in-one is needed (make jaeger): %w", err)
+		}
+	}
+	return nil
+}
+
+func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error {
+	jaeger, otlp, err := e.startJaeger(tw.jaeger, tw.config)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	const offQueue, onQueue = "bench-tracing-off", "bench-tracing-on"
+	off, err := e.spawnClaimsWorker("tracing-off", "CLAIMS_TASK_QUEUE="+offQueue)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer off.stop()
+	on, err := e.spawnClaimsWorker("tracing-on", "CLAIMS_TASK_QUEUE="+onQueue,
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp, "OTEL_SERVICE_NAME=worker")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer on.stop()
+
+	// The bench starts the traced claims as bin/starter does with tracing
+	// on: its own provider exporting to Jaeger, the SDK's interceptor on
+	// the client, a claim.intake root for each claim.
+	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(otlp))
+	if err != nil {
+		return fmt.Errorf("tracing: exporter: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("starter"))))
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}()
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	defer func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) }()
+	ti, err := telemetry.TemporalInterceptor(tp)
+	if err != nil {
+		return fmt.Errorf("tracing: interceptor: %w", err)
+	}
+	traced, err := client.NewClientFromExisting(e.client, client.Options{Namespace: "default",
+		DataConverter: e.dc, FailureConverter: e.fc, Interceptors: []interceptor.ClientInterceptor{ti}})
+	if err != nil {
+		return fmt.Errorf("tracing: client: %w", err)
+	}
+	defer traced.Close()
+	intake := tp.Tracer("durableclaims/starter")
+
+	flows := map[string]flow{
+		"off": {key: "tracing_off", name: "auto-approve claim, tracing off", want: workflows.StatusPaid,
+			start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
+				id := fmt.Sprintf("bench-trace-off-%05d-%d", i, seq.Add(1))
+				return e.startClaimOn(ctx, e.store, e.client, offQueue, id, "640.00", workflows.Options{})
+			}},
+		"on": {key: "tracing_on", name: "auto-approve claim, tracing to Jaeger", want: workflows.StatusPaid,
+			start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
+				id := fmt.Sprintf("bench-trace-on-%05d-%d", i, seq.Add(1))
+				ctx, span := intake.Start(ctx, "claim.intake", trace.WithAttributes(attribute.String(telemetry.AttrClaimID, id)))
+				defer span.End()
+				return e.startClaimOn(ctx, e.store, traced, onQueue, id, "640.00", workflows.Options{})
+			}},
+	}
+	groups := map[string][]cpuGroup{
+		"off": {{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{off.cmd.Process.Pid}},
+			{name: "bench", pids: []int{os.Getpid()}}, {name: "jaeger", pids: []int{jaeger.Process.Pid}}},
+		"on": {{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{on.cmd.Process.Pid}},
+			{name: "bench", pids: []int{os.Getpid()}}, {name: "jaeger", pids: []int{jaeger.Process.Pid}}},
+	}
+	// Warm both up, then alternate.
+	for _, k := range []string{"off", "on"} {
+		if _, err := e.throughput(ctx, flows[k], min(e.o.n, 50)); err != nil {
+			return fmt.Errorf("tracing: warm-up %s: %w", k, err)
+		}
+	}
+	use := map[string]*cpuUsage{"off": {}, "on": {}}
+	for rep := 1; rep <= max(e.o.reps, 2); rep++ {
+		order := []string{"off", "on"}
+		if rep%2 == 0 {
+			order = []string{"on", "off"}
+		}
+		for _, k := range order {
+			rate, err := e.measure(ctx, flows[k], e.o.n, groups[k], use[k])
+			if err != nil {
+				return fmt.Errorf("tracing: %s: %w", flows[k].name, err)
+			}
+			res.add(flows[k].key+"_per_s", rate)
+			fmt.Fprintf(os.Stderr, "  rep %d %-40s %7.1f /s\n", rep, flows[k].name, rate)
+		}
+	}
+	reps := max(e.o.reps, 2)
+	for k, u := range use {
+		u.record(res, flows[k].key, e.o.n*reps)
+	}
+	// The figure is the stack's own CPU a claim: every process of it
+	// (server, worker, the bench as the starter, Jaeger), which is the
+	// machine's CPU on a machine that runs only it. The machine's busy
+	// time is printed beside it: on a shared host it also counts the
+	// neighbours'.
+	claims := e.o.n * reps
+	stack := func(k string) (ms float64) {
+		for _, g := range groups[k] {
+			ms += msPerClaim(use[k], g.name, claims)
+		}
+		return ms
+	}
+	machine := func(k string) float64 { return msPerClaim(use[k], "machine_busy", claims) }
+	offMS, onMS := stack("off"), stack("on")
+	res.Values["tracing_off_cpu_ms"], res.Values["tracing_on_cpu_ms"] = offMS, onMS
+	res.Values["tracing_cost_ratio"] = onMS / offMS
+	res.Values["tracing_machine_cost_ratio"] = machine("on") / machine("off")
+	fmt.Fprintf(os.Stderr, "  tracing: the stack's CPU a claim %.1f ms off, %.1f ms on (worker %.1f → %.1f, server %.1f → %.1f, bench %.1f → %.1f, Jaeger %.1f): %+.1f %%\n",
+		offMS, onMS, msPerClaim(use["off"], "worker", claims), msPerClaim(use["on"], "worker", claims),
+		msPerClaim(use["off"], "server", claims), msPerClaim(use["on"], "server", claims),
+		msPerClaim(use["off"], "bench", claims), msPerClaim(use["on"], "bench", claims),
+		msPerClaim(use["on"], "jaeger", claims), 100*(onMS/offMS-1))
+	fmt.Fprintf(os.Stderr, "  tracing: the machine's busy CPU a claim %.1f ms off, %.1f ms on (steal %.1f, %.1f): %+.1f %%\n",
+		machine("off"), machine("on"), msPerClaim(use["off"], "machine_steal", claims), msPerClaim(use["on"], "machine_steal", claims),
+		100*(machine("on")/machine("off")-1))
+	return nil
+}
+
+func msPerClaim(u *cpuUsage, group string, claims int) float64 {
+	return 1000 * u.ticks[group] / clockTicks() / float64(claims)
+}
+
+// startJaeger runs bin/jaeger on deploy/jaeger/local.yaml with addresses
+// of its own, and returns it with its OTLP/gRPC endpoint once its query
+// service answers.
+func (e *env) startJaeger(bin, config string) (*exec.Cmd, string, error) {
+	addrs := map[string]string{}
+	for _, v := range []string{"JAEGER_OTLP_GRPC_ADDR", "JAEGER_OTLP_HTTP_ADDR", "JAEGER_UI_ADDR", "JAEGER_QUERY_GRPC_ADDR", "JAEGER_HEALTH_ADDR"} {
+		a, err := freeAddr()
+		if err != nil {
+			return nil, "", err
+		}
+		addrs[v] = a
+	}
+	cmd := exec.Command(bin, "--config", config)
+	cmd.Env = os.Environ()
+	for k, v := range addrs {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	logf, err := os.Create(filepath.Join(e.dir, "jaeger.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("start jaeger: %w", err)
+	}
+	p := &proc{name: "jaeger", cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); logf.Close(); close(p.done) }()
+	e.children = append(e.children, p)
+	for range 300 {
+		if resp, err := http.Get("http://" + addrs["JAEGER_UI_ADDR"] + "/api/services"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return cmd, "http://" + addrs["JAEGER_OTLP_GRPC_ADDR"], nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, "", fmt.Errorf("jaeger did not come up; see %s", filepath.Join(e.dir, "jaeger.log"))
+}
