@@ -110,6 +110,34 @@ func (p *peersWorkload) flags(fs *flag.FlagSet) {
 	fs.StringVar(&p.o.dir, "peers-dir", "testbed/peers", "the peers workload: where `make peers` built the peers")
 }
 
+// preflight refuses settings the workload cannot measure with, naming
+// the flag: each of its rows needs at least one claim (a kill point with
+// none has no recovery time to report).
+func (p *peersWorkload) preflight() error {
+	for _, f := range []struct {
+		name     string
+		v, least int
+	}{
+		{"-peers-claims", p.o.claims, 1}, {"-peers-concurrency", p.o.concurrency, 1},
+		{"-peers-approvals", p.o.approvals, 1}, {"-peers-parked", p.o.parked, 1},
+		{"-peers-crash-claims", p.o.crashClaims, 1}, {"-peers-crash-concurrency", p.o.crashConcurrency, 1},
+		{"-peers-crash-batch", p.o.crashBatch, 1},
+	} {
+		if f.v < f.least {
+			return fmt.Errorf("peers: %s must be at least %d, not %d", f.name, f.least, f.v)
+		}
+	}
+	for _, name := range strings.Split(p.engines, ",") {
+		if !slices.Contains(peerEngines, name) {
+			return fmt.Errorf("peers: -peers names %q: the engines are %s", name, strings.Join(peerEngines, ", "))
+		}
+	}
+	return nil
+}
+
+// peerEngines are the engines -peers may name.
+var peerEngines = []string{"dbos", "restate", "langgraph", "durableclaims", "durableclaims-pg"}
+
 func (p *peersWorkload) run(ctx context.Context, e *env, res *results) error {
 	o := p.o
 	o.engines = strings.Split(p.engines, ",")

@@ -64,6 +64,9 @@ func (r *results) summarize() {
 	}
 	r.Summary, r.Ratios = map[string]stat{}, map[string]float64{}
 	for k, xs := range r.Samples {
+		if len(xs) == 0 {
+			continue // a series nothing was measured into has no summary
+		}
 		s := append([]float64(nil), xs...)
 		sort.Float64s(s)
 		r.Summary[k] = stat{N: len(s), Min: s[0], Median: percentile(s, 50), P99: percentile(s, 99), Max: s[len(s)-1]}
