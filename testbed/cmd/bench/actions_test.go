@@ -267,3 +267,26 @@ func TestCostsPrintedAndWritten(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"cost_per_claim":{"approved":{"workflow_id":"hist-records-approved","events":42,"bytes":12345,"actions":{"total":12,`)
 }
+
+// The floor's shape of a history is what the engine recorded for it: the
+// auto path's two activity attempts and two workflow tasks of local
+// activities, the approved path's timer and signal (or update) and its
+// upserts (ten local activities in four tasks: three a task, rounded); a
+// crashed payment's second attempt counts.
+func TestFloorShapeIsWhatTheHistoryRecords(t *testing.T) {
+	for name, want := range map[string]FloorInput{
+		"hist-records-auto":            {Activities: 2, LocalTasks: 2, Locals: 4, Upserts: 1},
+		"hist-records-approved":        {Activities: 2, LocalTasks: 4, Locals: 3, Timers: 1, Signals: 1, Upserts: 3},
+		"hist-records-approved-update": {Activities: 2, LocalTasks: 4, Locals: 3, Timers: 1, Updates: 1, Upserts: 3},
+		"hist-records-crashed-pay":     {Activities: 3, LocalTasks: 2, Locals: 4, Upserts: 1},
+	} {
+		assert.Equal(t, want, floorShape(recorded(t, name)), name)
+	}
+}
+
+func TestFloorShapeReads(t *testing.T) {
+	assert.Equal(t, "activities 2, local-activity tasks 2 (4 local activities each), upserts 1",
+		FloorInput{Activities: 2, LocalTasks: 2, Locals: 4, Upserts: 1}.String())
+	assert.Equal(t, "timers 1, signals 1", FloorInput{Timers: 1, Signals: 1}.String())
+	assert.Equal(t, "nothing", FloorInput{}.String())
+}

@@ -84,7 +84,7 @@ func main() {
 		o.modelLatency = l
 		return err
 	})
-	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,scaling,approval,latency,history,parked,kill,tracing; anatomy, surge, replaycheck, priority, timers, ratelimit and peers run only when named); default all but anatomy")
+	flag.StringVar(&o.only, "only", "", "comma-separated workloads to run (ceiling,baseline,claims,floor,scaling,approval,latency,history,parked,kill,tracing; anatomy, surge, replaycheck, priority, timers, ratelimit and peers run only when named); default all but anatomy")
 	all := workloads()
 	for _, w := range all {
 		w.flags(flag.CommandLine)

@@ -50,6 +50,7 @@ func runNoopWorker() error {
 	w.RegisterWorkflow(NineActivities)
 	w.RegisterActivity(Noop)
 	w.RegisterWorkflow(AnatomyWorkflow)
+	w.RegisterWorkflow(FloorWorkflow)
 	w.RegisterActivity(Echo)
 	return w.Run(worker.InterruptCh())
 }

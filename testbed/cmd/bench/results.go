@@ -22,6 +22,9 @@ type results struct {
 	// Notes are warnings and errors seen while measuring (the scaling
 	// workers' logs), one example per message.
 	Notes []string `json:"notes,omitempty"`
+	// FloorShape is what the auto path's history recorded, the floor
+	// workload's shape for it.
+	FloorShape *FloorInput `json:"floor_shape,omitempty"`
 	// Costs are one claim's events, bytes and billable actions, by path
 	// (costs.go).
 	Costs map[string]pathCost `json:"cost_per_claim,omitempty"`
@@ -155,6 +158,7 @@ func (r *results) print(w io.Writer) {
 	}
 	r.printCPU(w)
 	r.printAnatomy(w)
+	r.printFloor(w)
 	if v, ok := r.Values["surge_inbox_p95_ratio"]; ok {
 		lo, hi := r.surgeBase, r.surge
 		rested := "" // results written before the worker was read at rest

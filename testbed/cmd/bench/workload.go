@@ -39,6 +39,7 @@ func workloads() []listed {
 	return []listed{
 		{workload: &throughputWorkload{}},
 		{workload: &anatomyWorkload{}, optIn: true},
+		{workload: &floorWorkload{}},
 		// Right after the baseline and claims measurements, on the same server.
 		{workload: &scalingWorkload{}},
 		{workload: &historyWorkload{}},

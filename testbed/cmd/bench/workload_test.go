@@ -22,7 +22,7 @@ func names(ws []workload) []string {
 // three flows, and the claims flow brings its history and costs along.
 func TestOnlySelectsWorkloadsInOrder(t *testing.T) {
 	all := workloads()
-	assert.Equal(t, []string{"ceiling", "scaling", "history", "approval", "latency", "kill", "tracing", "parked"}, names(selected(all, "")))
+	assert.Equal(t, []string{"ceiling", "floor", "scaling", "history", "approval", "latency", "kill", "tracing", "parked"}, names(selected(all, "")))
 	assert.Equal(t, []string{"peers"}, names(selected(all, "peers")))
 	assert.Equal(t, []string{"ceiling", "history"}, names(selected(all, "claims")))
 	assert.Equal(t, []string{"ceiling"}, names(selected(all, "baseline")))
