@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,10 +34,17 @@ func TestTheToolsFindWhatTheDemoMade(t *testing.T) {
 	_, uiPort, err := net.SplitHostPort(ui)
 	require.NoError(t, err)
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TEMPORAL=" + testenv.TemporalCLI(t)}
+	inbox, jaegerUI := port(), port()
 	demo := startDemo(t, dir, append(env, "DEMO_KEEP=1", "DEMO_TEMPORAL_ADDRESS="+temporal, "DEMO_UI_PORT="+uiPort,
-		"DEMO_STRIPESIM_ADDR="+port(), "DEMO_INBOX_ADDR="+port(), "DEMO_CODEC_ADDR="+port()))
+		"DEMO_STRIPESIM_ADDR="+port(), "DEMO_INBOX_ADDR="+inbox, "DEMO_CODEC_ADDR="+port(),
+		"DEMO_JAEGER_OTLP_GRPC_ADDR="+port(), "DEMO_JAEGER_OTLP_HTTP_ADDR="+port(), "DEMO_JAEGER_UI_ADDR="+jaegerUI,
+		"DEMO_JAEGER_QUERY_GRPC_ADDR="+port(), "DEMO_JAEGER_HEALTH_ADDR="+port()))
 	demo.waitFor(t, "claim-0045 waits for you", 4*time.Minute)
 	assert.Contains(t, demo.output(), "claim-0042: 1 transfer, total 1840.00 usd")
+	// The demo's Jaeger holds claim-0043's trace, at the link it printed.
+	m := regexp.MustCompile(`(?m)^    http://` + regexp.QuoteMeta(inbox) + `/traces/([0-9a-f]{32}) `).FindStringSubmatch(demo.output())
+	require.NotNil(t, m, "the demo prints claim-0043's trace link:\n%s", demo.output())
+	jaegerHolds(t, "http://"+jaegerUI, m[1])
 
 	ctl := func(args ...string) string {
 		t.Helper()
@@ -58,7 +66,8 @@ func TestTheToolsFindWhatTheDemoMade(t *testing.T) {
 }
 
 // demoCopy lays out what make demo runs in a directory of the test's own:
-// scripts/, examples/ and bin/ with the binaries the demo starts.
+// scripts/, examples/, bin/ with the binaries the demo starts (Jaeger's
+// too) and Jaeger's configuration.
 func demoCopy(t *testing.T) string {
 	root, dir := testenv.ModuleRoot(t), t.TempDir()
 	require.NoError(t, os.CopyFS(filepath.Join(dir, "examples"), os.DirFS(filepath.Join(root, "examples"))))
@@ -73,6 +82,11 @@ func demoCopy(t *testing.T) string {
 	for _, b := range []string{"worker", "starter", "claimsctl", "inbox"} {
 		require.NoError(t, os.Symlink(filepath.Join(testenv.Binaries(t), b), filepath.Join(bin, b)))
 	}
+	require.NoError(t, os.Symlink(jaegerBin(t), filepath.Join(bin, "jaeger")))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "deploy", "jaeger"), 0o755))
+	cfg, err := os.ReadFile(filepath.Join(root, "deploy", "jaeger", "local.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "deploy", "jaeger", "local.yaml"), cfg, 0o644))
 	for _, build := range [][]string{{"-o", bin + "/", "./testbed/cmd/stripesim"}, {"-o", filepath.Join(bin, "codec-server"), "./codecserver"}} {
 		cmd := exec.Command("go", append([]string{"build"}, build...)...)
 		cmd.Dir = root

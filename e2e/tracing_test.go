@@ -273,17 +273,10 @@ func approvedAfterAKill(t *testing.T, w *world, id string) workflows.ClaimResult
 // traces in memory, OTLP/gRPC in. It returns the OTLP endpoint and the
 // query service's URL.
 func jaeger(t *testing.T) (otlp, query string) {
-	root := testenv.ModuleRoot(t)
-	bin := os.Getenv("JAEGER_BIN")
-	if bin == "" {
-		bin = filepath.Join(root, "bin", "jaeger")
-	}
-	_, err := os.Stat(bin)
-	require.NoError(t, err, "Jaeger all-in-one is needed: make jaeger builds bin/jaeger (or set JAEGER_BIN)")
 	grpc, ui := freePort(t), freePort(t)
 	env := []string{"JAEGER_OTLP_GRPC_ADDR=" + grpc, "JAEGER_UI_ADDR=" + ui, "JAEGER_OTLP_HTTP_ADDR=" + freePort(t),
 		"JAEGER_QUERY_GRPC_ADDR=" + freePort(t), "JAEGER_HEALTH_ADDR=" + freePort(t)}
-	testenv.Supervise(t, env, bin, "--config", filepath.Join(root, "deploy", "jaeger", "local.yaml"))
+	testenv.Supervise(t, env, jaegerBin(t), "--config", filepath.Join(testenv.ModuleRoot(t), "deploy", "jaeger", "local.yaml"))
 	query = "http://" + ui
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(query + "/api/services")
@@ -294,6 +287,34 @@ func jaeger(t *testing.T) (otlp, query string) {
 		return resp.StatusCode == http.StatusOK
 	}, time.Minute, 200*time.Millisecond, "Jaeger's query service never answered")
 	return "http://" + grpc, query
+}
+
+// jaegerBin is Jaeger all-in-one: bin/jaeger, built by make jaeger, or
+// JAEGER_BIN.
+func jaegerBin(t *testing.T) string {
+	bin := os.Getenv("JAEGER_BIN")
+	if bin == "" {
+		bin = filepath.Join(testenv.ModuleRoot(t), "bin", "jaeger")
+	}
+	_, err := os.Stat(bin)
+	require.NoError(t, err, "Jaeger all-in-one is needed: make jaeger builds bin/jaeger (or set JAEGER_BIN)")
+	return bin
+}
+
+// jaegerHolds waits until Jaeger's query service at query holds trace id
+// with the claim's last step, and returns what it holds.
+func jaegerHolds(t *testing.T, query, id string) string {
+	var body []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(query + "/api/traces/" + id)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "RunActivity:WriteAudit")
+	}, time.Minute, 250*time.Millisecond, "Jaeger never held the claim's last step")
+	return string(body)
 }
 
 // TestAClaimsTraceInJaegerAndTheInbox is the trace an operator opens: a
@@ -319,22 +340,9 @@ func TestAClaimsTraceInJaegerAndTheInbox(t *testing.T) {
 	assert.Equal(t, b.inbox+"/traces/"+traceID, link, "the link is the inbox's trace page")
 
 	// Jaeger holds the claim's last step once the worker's batch is sent.
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(query + "/api/traces/" + traceID)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode == http.StatusOK && strings.Contains(string(body), "RunActivity:WriteAudit")
-	}, time.Minute, 250*time.Millisecond, "Jaeger never held the claim's last step")
-	resp, err := http.Get(query + "/api/traces/" + traceID)
-	require.NoError(t, err)
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
+	raw := jaegerHolds(t, query, traceID)
 	for _, mark := range piiMarks {
-		assert.NotContains(t, string(raw), mark, "the claimant's data reached Jaeger")
+		assert.NotContains(t, raw, mark, "the claimant's data reached Jaeger")
 	}
 
 	ctx := b.signIn("adjuster-17")

@@ -48,7 +48,9 @@ if [ -n "${INBOX_ADDR:-}" ]; then export INBOX_ADDR INBOX_URL=http://$INBOX_ADDR
 jaeger_addrs=()
 if [ -n "${JAEGER_OTLP_GRPC_ADDR:-}" ]; then
   if [ -x bin/jaeger ]; then
-    jaeger_addrs=("$JAEGER_OTLP_GRPC_ADDR" "$JAEGER_UI_ADDR" "$JAEGER_OTLP_HTTP_ADDR" "$JAEGER_QUERY_GRPC_ADDR" "$JAEGER_HEALTH_ADDR")
+    jaeger_addrs=("$JAEGER_OTLP_GRPC_ADDR" "${JAEGER_UI_ADDR:?set it with JAEGER_OTLP_GRPC_ADDR}"
+      "${JAEGER_OTLP_HTTP_ADDR:?set it with JAEGER_OTLP_GRPC_ADDR}" "${JAEGER_QUERY_GRPC_ADDR:?set it with JAEGER_OTLP_GRPC_ADDR}"
+      "${JAEGER_HEALTH_ADDR:?set it with JAEGER_OTLP_GRPC_ADDR}")
     export OTEL_EXPORTER_OTLP_ENDPOINT=http://$JAEGER_OTLP_GRPC_ADDR OTEL_BSP_SCHEDULE_DELAY=1000
     JAEGER_QUERY_URL=http://$JAEGER_UI_ADDR
     if [ -n "${INBOX_URL:-}" ]; then export TRACE_URL_TEMPLATE="$INBOX_URL/traces/{trace_id}"; fi

@@ -16,6 +16,7 @@ STACK=var/histories
 TEMPORAL_ADDRESS=${HIST_TEMPORAL_ADDRESS:-localhost:7243}
 STRIPESIM_ADDR=${HIST_STRIPESIM_ADDR:-localhost:12121}
 UI_PORT=${HIST_UI_PORT:-8243}
+JAEGER_OTLP_GRPC_ADDR= # histories are recorded untraced, whatever the shell exports
 source scripts/lib.sh
 
 SHELF=$(sed -n 's/^[[:space:]]*versionLatest[[:space:]]*=[[:space:]]*version\([A-Za-z0-9]*\).*/\1/p' workflows/versions.go |

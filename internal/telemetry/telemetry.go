@@ -47,7 +47,8 @@ const (
 	ProtocolHTTP = "http/protobuf"
 )
 
-// Shutdown flushes the spans still buffered and stops the exporter.
+// Shutdown flushes the spans still buffered, stops the exporter and turns
+// tracing off.
 type Shutdown func(context.Context) error
 
 var on atomic.Bool
@@ -171,7 +172,10 @@ func Start(ctx context.Context, service string) (Settings, Shutdown, error) {
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	on.Store(true)
 	capture.Store(s.CaptureContent)
-	return s, tp.Shutdown, nil
+	return s, func(ctx context.Context) error {
+		on.Store(false)
+		return tp.Shutdown(ctx)
+	}, nil
 }
 
 // loopback says whether a Temporal address is on this machine; empty is

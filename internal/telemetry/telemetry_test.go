@@ -108,6 +108,7 @@ func TestOffStartsNothingAndDialsNothing(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		require.NoError(t, shutdown(ctx), "shutdown flushes")
 		cancel()
+		assert.False(t, On(), "shut down, tracing is off: no store or blob span is started")
 		var got *otlpsink.Span
 		for _, sp := range sink.Spans() {
 			if sp.Name == "on-"+proto.name {
