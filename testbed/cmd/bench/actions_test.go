@@ -275,10 +275,10 @@ func TestCostsPrintedAndWritten(t *testing.T) {
 // crashed payment's second attempt counts.
 func TestFloorShapeIsWhatTheHistoryRecords(t *testing.T) {
 	for name, want := range map[string]FloorInput{
-		"hist-records-auto":            {Activities: 2, LocalTasks: 2, Locals: 4, Upserts: 1},
-		"hist-records-approved":        {Activities: 2, LocalTasks: 4, Locals: 3, Timers: 1, Signals: 1, Upserts: 3},
-		"hist-records-approved-update": {Activities: 2, LocalTasks: 4, Locals: 3, Timers: 1, Updates: 1, Upserts: 3},
-		"hist-records-crashed-pay":     {Activities: 3, LocalTasks: 2, Locals: 4, Upserts: 1},
+		"hist-records-auto":            {Version: true, Activities: 2, LocalTasks: 2, Locals: 4, Upserts: 1},
+		"hist-records-approved":        {Version: true, Activities: 2, LocalTasks: 4, Locals: 3, Timers: 1, Signals: 1, Upserts: 3},
+		"hist-records-approved-update": {Version: true, Activities: 2, LocalTasks: 4, Locals: 3, Timers: 1, Updates: 1, Upserts: 3},
+		"hist-records-crashed-pay":     {Version: true, Activities: 3, LocalTasks: 2, Locals: 4, Upserts: 1},
 	} {
 		assert.Equal(t, want, floorShape(recorded(t, name)), name)
 	}
@@ -287,6 +287,7 @@ func TestFloorShapeIsWhatTheHistoryRecords(t *testing.T) {
 func TestFloorShapeReads(t *testing.T) {
 	assert.Equal(t, "activities 2, local-activity tasks 2 (4 local activities each), upserts 1",
 		FloorInput{Activities: 2, LocalTasks: 2, Locals: 4, Upserts: 1}.String())
+	assert.Equal(t, "GetVersion, activities 1", FloorInput{Version: true, Activities: 1}.String())
 	assert.Equal(t, "timers 1, signals 1", FloorInput{Timers: 1, Signals: 1}.String())
 	assert.Equal(t, "nothing", FloorInput{}.String())
 }

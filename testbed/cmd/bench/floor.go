@@ -36,6 +36,9 @@ import (
 // and timers between them; Signals and Updates it waits for, in that
 // order; Upserts of ClaimStatus in its last task.
 type FloorInput struct {
+	// Version calls workflow.GetVersion first, as a claim does: a marker
+	// and an upsert of TemporalChangeVersion.
+	Version                                                           bool
 	Activities, LocalTasks, Locals, Timers, Upserts, Signals, Updates int
 	// PayloadBytes pads every activity's argument and result.
 	PayloadBytes int
@@ -48,6 +51,9 @@ const (
 )
 
 func FloorWorkflow(ctx workflow.Context, in FloorInput) error {
+	if in.Version {
+		_ = workflow.GetVersion(ctx, "floor", workflow.DefaultVersion, 1)
+	}
 	updates := 0
 	if err := workflow.SetUpdateHandler(ctx, floorUpdate, func(workflow.Context) error {
 		updates++
@@ -108,7 +114,8 @@ func FloorWorkflow(ctx workflow.Context, in FloorInput) error {
 	return nil
 }
 
-// floorShape is the FloorInput of what a run's history records: its
+// floorShape is the FloorInput of what a run's history records: a
+// GetVersion (its marker, and its upsert, which billing leaves out), its
 // regular activity attempts, its workflow tasks that recorded local
 // activities and their mean count a task (rounded), its timers, upserts
 // (TemporalChangeVersion's excepted), signals and accepted updates.
@@ -123,6 +130,7 @@ func floorShape(events []*historypb.HistoryEvent) FloorInput {
 			continue
 		}
 		m := ev.GetMarkerRecordedEventAttributes()
+		in.Version = in.Version || m.GetMarkerName() == "Version"
 		if m.GetMarkerName() == "LocalActivity" {
 			tasks[m.GetWorkflowTaskCompletedEventId()] = true
 			locals++
@@ -137,6 +145,9 @@ func floorShape(events []*historypb.HistoryEvent) FloorInput {
 
 func (in FloorInput) String() string {
 	var parts []string
+	if in.Version {
+		parts = append(parts, "GetVersion")
+	}
 	add := func(what string, n int) {
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", what, n))

@@ -112,10 +112,27 @@ func main() {
 	if o.modelLatency.Max == 0 {
 		o.modelLatency = modelsim.Latency{Min: time.Second, Max: 2 * time.Second}
 	}
+	if err := o.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 	if err := run(o, selected(all, o.only)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
+}
+
+// check refuses counts no measurement can be made with, naming the flag.
+func (o options) check() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"-n", o.n}, {"-reps", o.reps}, {"-concurrency", o.concurrency}} {
+		if f.v < 1 {
+			return fmt.Errorf("%s must be at least 1, not %d", f.name, f.v)
+		}
+	}
+	return nil
 }
 
 func (o options) want(name string) bool {

@@ -446,6 +446,9 @@ func (e *env) measure(ctx context.Context, w flow, n int, groups []cpuGroup, use
 	if err != nil {
 		return 0, err
 	}
+	if w.settle != nil {
+		w.settle(ctx)
+	}
 	after, err := snapshot(groups)
 	if err != nil {
 		return 0, err

@@ -79,6 +79,10 @@ type flow struct {
 	// yardsticks): a claim that ends another way (dead-lettered at intake,
 	// say) finishes fast and would inflate claims/s unseen.
 	want string
+	// settle, if set, runs after the workflows end and before the CPU
+	// they cost is read: work they left behind (spans still buffered) is
+	// done inside the window.
+	settle func(ctx context.Context)
 }
 
 func (e *env) ceiling() flow {

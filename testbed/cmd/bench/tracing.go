@@ -12,11 +12,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/propagation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
@@ -25,15 +20,19 @@ import (
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
-// tracingWorkload is what tracing costs (-only tracing): the auto-approve
-// claim with every program exporting its spans to Jaeger all-in-one
-// (-jaeger, make jaeger) against the same claim with tracing off, in one run. Two
-// workers of this build run side by side on task queues of their own, one
-// with OTEL_EXPORTER_OTLP_ENDPOINT set; the bench starts the traced claims
-// as the starter does (a claim.intake root, the SDK's interceptor), the
-// others with no tracing. Repetitions alternate off and on, -n claims each;
-// the figure is machine CPU a claim (Jaeger's own CPU included, as it would
-// be on a machine that ran it), on over off.
+// tracingWorkload is what tracing costs (make bench, -only tracing): the
+// auto-approve claim with every program exporting its spans to Jaeger
+// all-in-one (-jaeger, make jaeger) against the same claim with tracing
+// off, in one run. Two workers of this build run side by side on task
+// queues of their own, one with OTEL_EXPORTER_OTLP_ENDPOINT set; the bench
+// starts the traced claims as bin/starter does with tracing on
+// (telemetry.Start: a claim.intake root, the blob upload and store
+// statements as its spans, the SDK's interceptor), the others with no
+// span. Both export a batch every 100 ms, and each window waits for the
+// last before it reads the CPU, so a window is charged for its own spans.
+// Repetitions alternate off and on, -n claims each; the figure is the CPU
+// of the stack's processes a claim (Jaeger's counted with tracing on
+// only, as it would not run with tracing off), on over off.
 type tracingWorkload struct {
 	jaeger, config string
 }
@@ -59,6 +58,7 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
+	defer func() { _ = jaeger.Process.Kill() }()
 	const offQueue, onQueue = "bench-tracing-off", "bench-tracing-on"
 	off, err := e.spawnClaimsWorker("tracing-off", "CLAIMS_TASK_QUEUE="+offQueue)
 	if err != nil {
@@ -66,30 +66,37 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 	}
 	defer off.stop()
 	on, err := e.spawnClaimsWorker("tracing-on", "CLAIMS_TASK_QUEUE="+onQueue,
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp, "OTEL_SERVICE_NAME=worker")
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp, "OTEL_SERVICE_NAME=worker", "OTEL_BSP_SCHEDULE_DELAY="+traceBatchDelay)
 	if err != nil {
 		return fmt.Errorf("tracing: %w", err)
 	}
 	defer on.stop()
 
 	// The bench starts the traced claims as bin/starter does with tracing
-	// on: its own provider exporting to Jaeger, the SDK's interceptor on
-	// the client, a claim.intake root for each claim.
-	exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(otlp))
-	if err != nil {
-		return fmt.Errorf("tracing: exporter: %w", err)
+	// on: telemetry.Start from the same variables, read while set here
+	// and unset at once, so no process the bench starts later inherits
+	// them.
+	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": otlp, "OTEL_BSP_SCHEDULE_DELAY": traceBatchDelay,
+		"OTEL_SERVICE_NAME": "starter"}
+	for k, v := range env {
+		os.Setenv(k, v)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
-		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName("starter"))))
+	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
+	_, stopTracing, err := telemetry.Start(ctx, "starter")
+	for k := range env {
+		os.Unsetenv(k)
+	}
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = tp.Shutdown(sctx)
+		_ = stopTracing(sctx)
+		otel.SetTracerProvider(prevTP)
+		otel.SetTextMapPropagator(prevProp)
 	}()
-	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
-	defer func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) }()
+	tp := otel.GetTracerProvider()
 	ti, err := telemetry.TemporalInterceptor(tp)
 	if err != nil {
 		return fmt.Errorf("tracing: interceptor: %w", err)
@@ -100,15 +107,23 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 		return fmt.Errorf("tracing: client: %w", err)
 	}
 	defer traced.Close()
-	intake := tp.Tracer("durableclaims/starter")
+	intake := telemetry.Tracer()
+	// A window ends once the bench's spans are sent and the worker's last
+	// batch is due: both are charged to the window that made them.
+	settle := func(ctx context.Context) {
+		if f, ok := tp.(interface{ ForceFlush(context.Context) error }); ok {
+			_ = f.ForceFlush(ctx)
+		}
+		time.Sleep(3 * traceBatchDelayDuration)
+	}
 
 	flows := map[string]flow{
-		"off": {key: "tracing_off", name: "auto-approve claim, tracing off", want: workflows.StatusPaid,
+		"off": {key: "tracing_off", name: "auto-approve claim, tracing off", want: workflows.StatusPaid, settle: settle,
 			start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
 				id := fmt.Sprintf("bench-trace-off-%05d-%d", i, seq.Add(1))
 				return e.startClaimOn(ctx, e.store, e.client, offQueue, id, "640.00", workflows.Options{})
 			}},
-		"on": {key: "tracing_on", name: "auto-approve claim, tracing to Jaeger", want: workflows.StatusPaid,
+		"on": {key: "tracing_on", name: "auto-approve claim, tracing to Jaeger", want: workflows.StatusPaid, settle: settle,
 			start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
 				id := fmt.Sprintf("bench-trace-on-%05d-%d", i, seq.Add(1))
 				ctx, span := intake.Start(ctx, "claim.intake", trace.WithAttributes(attribute.String(telemetry.AttrClaimID, id)))
@@ -118,7 +133,7 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 	}
 	groups := map[string][]cpuGroup{
 		"off": {{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{off.cmd.Process.Pid}},
-			{name: "bench", pids: []int{os.Getpid()}}, {name: "jaeger", pids: []int{jaeger.Process.Pid}}},
+			{name: "bench", pids: []int{os.Getpid()}}},
 		"on": {{name: "server", pids: []int{e.devPID}}, {name: "worker", pids: []int{on.cmd.Process.Pid}},
 			{name: "bench", pids: []int{os.Getpid()}}, {name: "jaeger", pids: []int{jaeger.Process.Pid}}},
 	}
@@ -174,6 +189,12 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 		100*(machine("on")/machine("off")-1))
 	return nil
 }
+
+// traceBatchDelay is how often the traced programs export a batch.
+const (
+	traceBatchDelay         = "100"
+	traceBatchDelayDuration = 100 * time.Millisecond
+)
 
 func msPerClaim(u *cpuUsage, group string, claims int) float64 {
 	return 1000 * u.ticks[group] / clockTicks() / float64(claims)

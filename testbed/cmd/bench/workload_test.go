@@ -56,3 +56,16 @@ func TestWorkloadsHaveTheirOwnFlags(t *testing.T) {
 		}
 	}
 }
+
+// Counts no measurement can be made with are refused, naming the flag.
+func TestCountsBelowOneAreRefused(t *testing.T) {
+	ok := options{n: 200, reps: 3, concurrency: 100}
+	require.NoError(t, ok.check())
+	for name, o := range map[string]options{
+		"-reps must be at least 1, not 0":        {n: 200, reps: 0, concurrency: 100},
+		"-n must be at least 1, not -1":          {n: -1, reps: 3, concurrency: 100},
+		"-concurrency must be at least 1, not 0": {n: 200, reps: 3},
+	} {
+		assert.EqualError(t, o.check(), name)
+	}
+}
