@@ -178,7 +178,8 @@ func (r *results) print(w io.Writer) {
 		fmt.Fprintf(w, "worker goroutines: %.0f idle, %.0f with claims parked (target: flat)\n", r.Values["goroutines_idle"], r.Values["goroutines_parked"])
 	}
 	if v, ok := r.Values["tracing_cost_ratio"]; ok {
-		fmt.Fprintf(w, "tracing to Jaeger: the stack's CPU a claim %.1f ms off, %.1f ms on (%+.1f%%; target ≤ +10%%); the machine's busy CPU %+.1f%%\n",
+		fmt.Fprintf(w, "tracing to Jaeger: the stack's CPU a claim %+.1f%% at the median of %d repetitions (target ≤ +10%%); over all of them %.1f ms off, %.1f ms on (%+.1f%%); the machine's busy CPU %+.1f%%\n",
+			(r.Values["tracing_cost_ratio_median"]-1)*100, len(r.Samples["tracing_cost_ratio_pairs"]),
 			r.Values["tracing_off_cpu_ms"], r.Values["tracing_on_cpu_ms"], (v-1)*100, (r.Values["tracing_machine_cost_ratio"]-1)*100)
 	}
 	for _, n := range r.inflight {

@@ -543,6 +543,20 @@ func (u *cpuUsage) add(a, b cpuSnap) {
 	}
 }
 
+// merge adds what v measured to u.
+func (u *cpuUsage) merge(v cpuUsage) {
+	if u.ticks == nil {
+		u.ticks, u.others = map[string]float64{}, map[string]float64{}
+	}
+	u.wall += v.wall
+	for k, t := range v.ticks {
+		u.ticks[k] += t
+	}
+	for k, t := range v.others {
+		u.others[k] += t
+	}
+}
+
 // topOthers are the busiest processes outside the groups, by name.
 func (u cpuUsage) topOthers(k int) []string {
 	names := make([]string, 0, len(u.others))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -143,37 +145,51 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 			return fmt.Errorf("tracing: warm-up %s: %w", k, err)
 		}
 	}
+	// The stack's own CPU a claim: every process of it (server, worker,
+	// the bench as the starter, Jaeger), which is the machine's CPU on a
+	// machine that runs only it.
+	stackMS := func(k string, u *cpuUsage, claims int) (ms float64) {
+		for _, g := range groups[k] {
+			ms += msPerClaim(u, g.name, claims)
+		}
+		return ms
+	}
 	use := map[string]*cpuUsage{"off": {}, "on": {}}
+	var pairs []float64 // each repetition's on over off: the windows side by side
 	for rep := 1; rep <= max(e.o.reps, 2); rep++ {
 		order := []string{"off", "on"}
 		if rep%2 == 0 {
 			order = []string{"on", "off"}
 		}
+		this := map[string]float64{}
 		for _, k := range order {
-			rate, err := e.measure(ctx, flows[k], e.o.n, groups[k], use[k])
+			var u cpuUsage
+			rate, err := e.measure(ctx, flows[k], e.o.n, groups[k], &u)
 			if err != nil {
 				return fmt.Errorf("tracing: %s: %w", flows[k].name, err)
 			}
+			use[k].merge(u)
+			this[k] = stackMS(k, &u, e.o.n)
 			res.add(flows[k].key+"_per_s", rate)
-			fmt.Fprintf(os.Stderr, "  rep %d %-40s %7.1f /s\n", rep, flows[k].name, rate)
+			fmt.Fprintf(os.Stderr, "  rep %d %-40s %7.1f /s, %5.1f ms a claim\n", rep, flows[k].name, rate, this[k])
 		}
+		pairs = append(pairs, this["on"]/this["off"])
 	}
+	res.setSamples("tracing_cost_ratio_pairs", pairs)
 	reps := max(e.o.reps, 2)
 	for k, u := range use {
 		u.record(res, flows[k].key, e.o.n*reps)
 	}
-	// The figure is the stack's own CPU a claim: every process of it
-	// (server, worker, the bench as the starter, Jaeger), which is the
-	// machine's CPU on a machine that runs only it. The machine's busy
-	// time is printed beside it: on a shared host it also counts the
+	// The figures: the median of the repetitions' ratios (a window that
+	// one burst of other work slowed moves one pair, not the figure), and
+	// the stack's CPU a claim over all of them. The machine's busy time
+	// is printed beside it: on a shared host it also counts the
 	// neighbours'.
 	claims := e.o.n * reps
-	stack := func(k string) (ms float64) {
-		for _, g := range groups[k] {
-			ms += msPerClaim(use[k], g.name, claims)
-		}
-		return ms
-	}
+	stack := func(k string) float64 { return stackMS(k, use[k], claims) }
+	sorted := slices.Sorted(slices.Values(pairs))
+	res.Values["tracing_cost_ratio_median"] = percentile(sorted, 50)
+	fmt.Fprintf(os.Stderr, "  tracing: on over off, repetition by repetition: %s; median %+.1f %%\n", pctList(pairs), 100*(percentile(sorted, 50)-1))
 	machine := func(k string) float64 { return msPerClaim(use[k], "machine_busy", claims) }
 	offMS, onMS := stack("off"), stack("on")
 	res.Values["tracing_off_cpu_ms"], res.Values["tracing_on_cpu_ms"] = offMS, onMS
@@ -195,6 +211,15 @@ const (
 	traceBatchDelay         = "100"
 	traceBatchDelayDuration = 100 * time.Millisecond
 )
+
+// pctList prints ratios as percentages over 1.
+func pctList(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%+.1f %%", 100*(r-1))
+	}
+	return strings.Join(parts, ", ")
+}
 
 func msPerClaim(u *cpuUsage, group string, claims int) float64 {
 	return 1000 * u.ticks[group] / clockTicks() / float64(claims)
