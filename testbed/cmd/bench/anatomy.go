@@ -5,12 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
-	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -25,56 +22,25 @@ import (
 // search-attribute upsert, a regular activity (three events and two
 // tasks), and a claim-sized payload.
 
-// anatomyStep is one workflow of the anatomy: Ingredients run in order.
+// anatomyStep is one workflow of the anatomy: FloorWorkflow (floor.go)
+// with the ingredients so far.
 type anatomyStep struct {
 	key, name string
-	in        AnatomyInput
+	in        FloorInput
 	// withStatus starts the workflow with ClaimStatus set, as a claim is.
 	withStatus bool
 }
 
-// AnatomyInput says what AnatomyWorkflow does.
-type AnatomyInput struct {
-	Version         bool
-	LocalActivities int
-	Upsert          bool
-	Activities      int
-	// PayloadBytes pads every activity's argument and result (a claim's
-	// history holds ~11 KB of payloads).
-	PayloadBytes int
-}
-
+// The local activities run in one task, then the regular activities, then
+// the upsert, as FloorWorkflow orders them.
 var anatomySteps = []anatomyStep{
 	{key: "empty", name: "empty workflow"},
 	{key: "status", name: "+ ClaimStatus at start", withStatus: true},
-	{key: "version", name: "+ GetVersion", withStatus: true, in: AnatomyInput{Version: true}},
-	{key: "local8", name: "+ 8 local activities", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8}},
-	{key: "upsert", name: "+ an upsert at the end", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8, Upsert: true}},
-	{key: "act2", name: "+ 2 regular activities", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8, Upsert: true, Activities: 2}},
-	{key: "payload", name: "+ claim-sized payloads", withStatus: true, in: AnatomyInput{Version: true, LocalActivities: 8, Upsert: true, Activities: 2, PayloadBytes: 1000}},
-}
-
-func AnatomyWorkflow(ctx workflow.Context, in AnatomyInput) error {
-	if in.Version {
-		_ = workflow.GetVersion(ctx, "anatomy", workflow.DefaultVersion, 1)
-	}
-	pad := strings.Repeat("x", in.PayloadBytes)
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second})
-	for range in.LocalActivities {
-		if err := workflow.ExecuteLocalActivity(lctx, Echo, pad).Get(ctx, nil); err != nil {
-			return err
-		}
-	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 30 * time.Second})
-	for range in.Activities {
-		if err := workflow.ExecuteActivity(actx, Echo, pad).Get(ctx, nil); err != nil {
-			return err
-		}
-	}
-	if in.Upsert {
-		return workflow.UpsertTypedSearchAttributes(ctx, workflows.ClaimStatusKey.ValueSet(workflows.StatusPaid))
-	}
-	return nil
+	{key: "version", name: "+ GetVersion", withStatus: true, in: FloorInput{Version: true}},
+	{key: "local8", name: "+ 8 local activities", withStatus: true, in: FloorInput{Version: true, LocalTasks: 1, Locals: 8}},
+	{key: "upsert", name: "+ an upsert at the end", withStatus: true, in: FloorInput{Version: true, LocalTasks: 1, Locals: 8, Upserts: 1}},
+	{key: "act2", name: "+ 2 regular activities", withStatus: true, in: FloorInput{Version: true, LocalTasks: 1, Locals: 8, Upserts: 1, Activities: 2}},
+	{key: "payload", name: "+ claim-sized payloads", withStatus: true, in: FloorInput{Version: true, LocalTasks: 1, Locals: 8, Upserts: 1, Activities: 2, PayloadBytes: 1000}},
 }
 
 // Echo returns its argument: a no-op activity with a payload each way.
@@ -97,7 +63,7 @@ func (*anatomyWorkload) run(ctx context.Context, e *env, res *results) error {
 			opts.TypedSearchAttributes = temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning))
 		}
 		w := flow{key: "anatomy_" + s.key, name: s.name, start: func(ctx context.Context, i int) (client.WorkflowRun, error) {
-			return e.client.ExecuteWorkflow(ctx, opts, AnatomyWorkflow, s.in)
+			return e.client.ExecuteWorkflow(ctx, opts, FloorWorkflow, s.in)
 		}}
 		if _, err := e.throughput(ctx, w, 30); err != nil { // warm-up
 			return fmt.Errorf("anatomy %s: %w", s.name, err)

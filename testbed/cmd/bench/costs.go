@@ -11,7 +11,6 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
-	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
@@ -66,14 +65,9 @@ func pathCosts(ctx context.Context, c client.Client, ids map[string]string) (map
 		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 			return nil, fmt.Errorf("%s (%s) is still running: its cost is not final", path, id)
 		}
-		var events []*historypb.HistoryEvent
-		it := c.GetWorkflowHistory(ctx, id, info.GetExecution().GetRunId(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return nil, fmt.Errorf("%s (%s): %w", path, id, err)
-			}
-			events = append(events, ev)
+		events, err := history(ctx, c, id, info.GetExecution().GetRunId())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		out[path] = pathCost{WorkflowID: id, Events: len(events), Bytes: info.GetHistorySizeBytes(), Actions: billableActions(events)}
 	}

@@ -200,7 +200,7 @@ func (*floorWorkload) run(ctx context.Context, e *env, res *results) error {
 	if err := e.runPath(ctx, id, "640.00", workflows.Options{}, "", workflows.StatusPaid); err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
-	events, err := history(ctx, e.client, id)
+	events, err := history(ctx, e.client, id, "")
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
@@ -271,11 +271,7 @@ func (*floorWorkload) run(ctx context.Context, e *env, res *results) error {
 	n := e.o.n * e.o.reps
 	for _, k := range order {
 		use[k].record(res, k, n)
-		var all float64
-		for _, g := range groups[k] {
-			all += msPerClaim(use[k], g.name, n)
-		}
-		res.Values[k+"_cpu_stack_ms_per_claim"] = all
+		res.Values[k+"_cpu_stack_ms_per_claim"] = use[k].stackMS(groups[k], n)
 	}
 	res.Values["floor_claims_vs_auto_floor"] = res.Values["floor_claims_cpu_stack_ms_per_claim"] / res.Values["floor_auto_cpu_stack_ms_per_claim"]
 	fmt.Fprintf(os.Stderr, "  floor: the auto-approve claim %.1f ms a claim, its floor (%s) %.1f ms: %.2f×\n",
@@ -283,10 +279,10 @@ func (*floorWorkload) run(ctx context.Context, e *env, res *results) error {
 	return nil
 }
 
-// history reads the events of id's latest run.
-func history(ctx context.Context, c client.Client, id string) ([]*historypb.HistoryEvent, error) {
+// history reads the events of run runID of workflow id ("": its latest).
+func history(ctx context.Context, c client.Client, id, runID string) ([]*historypb.HistoryEvent, error) {
 	var events []*historypb.HistoryEvent
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {

@@ -49,7 +49,6 @@ func runNoopWorker() error {
 	w.RegisterWorkflow(EmptyWorkflow)
 	w.RegisterWorkflow(NineActivities)
 	w.RegisterActivity(Noop)
-	w.RegisterWorkflow(AnatomyWorkflow)
 	w.RegisterWorkflow(FloorWorkflow)
 	w.RegisterActivity(Echo)
 	return w.Run(worker.InterruptCh())

@@ -543,6 +543,20 @@ func (u *cpuUsage) add(a, b cpuSnap) {
 	}
 }
 
+// msPerClaim is group's CPU in u, in ms a claim of claims.
+func msPerClaim(u *cpuUsage, group string, claims int) float64 {
+	return 1000 * u.ticks[group] / clockTicks() / float64(claims)
+}
+
+// stackMS is the CPU of every group in u, in ms a claim of claims: the
+// stack's own, what the machine would spend if it ran only these.
+func (u *cpuUsage) stackMS(groups []cpuGroup, claims int) (ms float64) {
+	for _, g := range groups {
+		ms += msPerClaim(u, g.name, claims)
+	}
+	return ms
+}
+
 // merge adds what v measured to u.
 func (u *cpuUsage) merge(v cpuUsage) {
 	if u.ticks == nil {

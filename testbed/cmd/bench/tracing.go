@@ -145,18 +145,12 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 			return fmt.Errorf("tracing: warm-up %s: %w", k, err)
 		}
 	}
-	// The stack's own CPU a claim: every process of it (server, worker,
-	// the bench as the starter, Jaeger), which is the machine's CPU on a
-	// machine that runs only it.
-	stackMS := func(k string, u *cpuUsage, claims int) (ms float64) {
-		for _, g := range groups[k] {
-			ms += msPerClaim(u, g.name, claims)
-		}
-		return ms
-	}
+	// The stack's own CPU a claim (server, worker, the bench as the
+	// starter, Jaeger) is the machine's CPU on a machine that runs only it.
 	use := map[string]*cpuUsage{"off": {}, "on": {}}
 	var pairs []float64 // each repetition's on over off: the windows side by side
-	for rep := 1; rep <= max(e.o.reps, 2); rep++ {
+	reps := max(e.o.reps, 2)
+	for rep := 1; rep <= reps; rep++ {
 		order := []string{"off", "on"}
 		if rep%2 == 0 {
 			order = []string{"on", "off"}
@@ -169,14 +163,13 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 				return fmt.Errorf("tracing: %s: %w", flows[k].name, err)
 			}
 			use[k].merge(u)
-			this[k] = stackMS(k, &u, e.o.n)
+			this[k] = u.stackMS(groups[k], e.o.n)
 			res.add(flows[k].key+"_per_s", rate)
 			fmt.Fprintf(os.Stderr, "  rep %d %-40s %7.1f /s, %5.1f ms a claim\n", rep, flows[k].name, rate, this[k])
 		}
 		pairs = append(pairs, this["on"]/this["off"])
 	}
 	res.setSamples("tracing_cost_ratio_pairs", pairs)
-	reps := max(e.o.reps, 2)
 	for k, u := range use {
 		u.record(res, flows[k].key, e.o.n*reps)
 	}
@@ -186,7 +179,7 @@ func (tw *tracingWorkload) run(ctx context.Context, e *env, res *results) error 
 	// is printed beside it: on a shared host it also counts the
 	// neighbours'.
 	claims := e.o.n * reps
-	stack := func(k string) float64 { return stackMS(k, use[k], claims) }
+	stack := func(k string) float64 { return use[k].stackMS(groups[k], claims) }
 	sorted := slices.Sorted(slices.Values(pairs))
 	res.Values["tracing_cost_ratio_median"] = percentile(sorted, 50)
 	fmt.Fprintf(os.Stderr, "  tracing: on over off, repetition by repetition: %s; median %+.1f %%\n", pctList(pairs), 100*(percentile(sorted, 50)-1))
@@ -219,10 +212,6 @@ func pctList(rs []float64) string {
 		parts[i] = fmt.Sprintf("%+.1f %%", 100*(r-1))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func msPerClaim(u *cpuUsage, group string, claims int) float64 {
-	return 1000 * u.ticks[group] / clockTicks() / float64(claims)
 }
 
 // startJaeger runs bin/jaeger on deploy/jaeger/local.yaml with addresses
