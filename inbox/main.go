@@ -128,7 +128,7 @@ type site struct {
 func siteOf(getenv func(string) string) (site, error) {
 	st := site{addr: getenv("INBOX_ADDR"), public: strings.TrimSuffix(getenv("INBOX_URL"), "/"), dev: getenv("INBOX_DEV_LOGIN") == "1"}
 	if st.addr == "" {
-		st.addr = "localhost:8088"
+		st.addr = config.DefaultInboxAddr
 	}
 	if st.public == "" {
 		st.public = "http://" + st.addr

@@ -73,10 +73,13 @@ func IfExists(path string) string {
 	return path
 }
 
+// DefaultInboxAddr is where the inbox listens unless INBOX_ADDR says.
+const DefaultInboxAddr = "localhost:8088"
+
 // DefaultTraceURLTemplate links a trace on the local stack's inbox, which
 // draws it from Jaeger all-in-one's query service (JAEGER_QUERY_URL; the
 // Jaeger built here has no UI of its own).
-const DefaultTraceURLTemplate = "http://localhost:8088/traces/{trace_id}"
+const DefaultTraceURLTemplate = "http://" + DefaultInboxAddr + "/traces/{trace_id}"
 
 // TraceURL is the link to a claim's trace: TRACE_URL_TEMPLATE ("{trace_id}"
 // replaced; "none" for no link), else DefaultTraceURLTemplate; "" when the
