@@ -323,7 +323,8 @@ func jaegerHolds(t *testing.T, query, id string) string {
 // trace page; an adjuster who may see the claim opens it in Chromium and
 // finds intake to the claim file under one trace, the payment's two
 // attempts and both POSTs with their one key, and none of the claimant's
-// data, in the page or in what Jaeger holds. The picture in
+// data, in the page or in what Jaeger holds; an adjuster who may not see
+// the claim is refused its trace. The picture in
 // docs/images/trace.png is this page (var/screenshots/trace.png).
 func TestAClaimsTraceInJaegerAndTheInbox(t *testing.T) {
 	otlp, query := jaeger(t)
@@ -373,4 +374,15 @@ func TestAClaimsTraceInJaegerAndTheInbox(t *testing.T) {
 		assert.NotContains(t, page, mark, "the claimant's data on the trace page")
 	}
 	b.screenshot(ctx, "trace")
+
+	// An adjuster whose limit (1,500.00) is below the claim and who took
+	// no part in it is refused its trace, link in hand.
+	low := b.signIn("adjuster-9")
+	require.NoError(t, chromedp.Do(low, chromedp.Navigate(link), chromedp.WaitVisible(chromedp.CSS("main"))))
+	page, err = chromedp.Run(low, chromedp.Text(chromedp.CSS("main")))
+	require.NoError(t, err)
+	assert.Contains(t, page, "this claim is not for you")
+	n, err := chromedp.Run(low, chromedp.Evaluate[int](`document.querySelectorAll("ol.waterfall > li").length`))
+	require.NoError(t, err)
+	assert.Zero(t, n, "no span of the claim's trace is drawn for adjuster-9")
 }
