@@ -83,8 +83,11 @@ type Activities struct {
 const (
 	ErrInvalidInput        = "InvalidInput"
 	ErrIdempotencyConflict = "IdempotencyConflict"
-	ErrPaymentRefused      = "PaymentRefused"
-	ErrPaymentConfig       = "PaymentConfig"
+	// ErrContradictsRecord: a record that disagrees with the claims store
+	// it records (an audit of an outcome the claim was not closed with).
+	ErrContradictsRecord = "ContradictsRecord"
+	ErrPaymentRefused    = "PaymentRefused"
+	ErrPaymentConfig     = "PaymentConfig"
 )
 
 func invalid(format string, args ...any) error {

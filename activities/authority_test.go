@@ -126,6 +126,12 @@ func TestARunOfOursTakesTheClaimOver(t *testing.T) {
 	require.NoError(t, err)
 	_, err = as[LoadClaimResult](t, a, runOf(c.ID, "restarted", true), a.LoadClaim, LoadClaimInput{Claim: c})
 	assert.Equal(t, ErrClaimClosed, appErrType(err), "a closed claim is never taken again")
+	// Read again by the run that closed it (its workflow task was lost after
+	// the close, and runs again): it is the record, not a refusal, so the
+	// run goes on to the same keyed steps instead of dead-lettering.
+	again, err := as[LoadClaimResult](t, a, runOf(c.ID, "reset-run", true), a.LoadClaim, LoadClaimInput{Claim: c})
+	require.NoError(t, err)
+	assert.Equal(t, "rejected", again.Status)
 	_, err = as[OpenApprovalResult](t, a, runs(a).start(c.ID, "late", "ClaimWorkflow"), a.OpenApproval, OpenApprovalInput{ClaimID: c.ID})
 	assert.Equal(t, ErrClaimClosed, appErrType(err))
 }

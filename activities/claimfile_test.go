@@ -55,6 +55,7 @@ func storedFile(t *testing.T, a *Activities, ref *ClaimFileRef) claimfile.File {
 func TestARunWritesOneClaimFileKeptTenYears(t *testing.T) {
 	a, reads := claimFileRun(t)
 	c := registerFor(t, a, "claim-0042", 64000, testRun)
+	closedAs(t, a, c.ID, "rejected")
 	in := AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: json.RawMessage(`{"claim_id":"claim-0042","outcome":"rejected"}`)}
 	first, err := run[AuditResult](t, a, a.WriteAudit, in)
 	require.NoError(t, err)
@@ -74,6 +75,7 @@ func TestAClaimFileIsKeptAsLongAsTheWorkerSays(t *testing.T) {
 	a, _ := claimFileRun(t)
 	a.ClaimFiles.Retention = 7 * 365 * 24 * time.Hour
 	c := registerFor(t, a, "claim-0042", 64000, testRun)
+	closedAs(t, a, c.ID, "rejected")
 	res, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID,
 		Record: json.RawMessage(`{"claim_id":"claim-0042","outcome":"rejected"}`)})
 	require.NoError(t, err)
@@ -89,6 +91,7 @@ func TestNoClaimFileWithoutTheRunsHistory(t *testing.T) {
 		return nil, errors.New("frontend unavailable")
 	}
 	c := registerFor(t, a, "claim-0042", 64000, testRun)
+	closedAs(t, a, c.ID, "rejected")
 	_, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID,
 		Record: json.RawMessage(`{"claim_id":"claim-0042","outcome":"rejected"}`)})
 	require.Error(t, err)
@@ -106,6 +109,7 @@ func TestAClaimFileCarriesTheKeysOfItsReceipts(t *testing.T) {
 	k := keys(t, a)
 	k17, k9 := k["adjuster-17"].Key.KeyID, k["adjuster-9"].Key.KeyID
 	c := registerFor(t, a, "claim-0042", 64000, testRun)
+	closedAs(t, a, c.ID, "paid")
 	record := fmt.Sprintf(`{"claim_id":"claim-0042","outcome":"paid","approvals":[`+
 		`{"votes":[{"kid":%q},{"kid":%q}],"decision":{"kid":%q}},{"decision":{"kid":"revoked-key"}},{"votes":[{}]}]}`, k17, k9, k17)
 	res, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: json.RawMessage(record)})

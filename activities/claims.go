@@ -257,9 +257,13 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	if !json.Valid(in.Record) {
 		return AuditResult{}, invalid("audit record for %s is not JSON", in.ClaimID)
 	}
-	_, c, err := a.forClaim(ctx, in.ClaimID)
+	rec, c, err := a.forClaim(ctx, in.ClaimID)
 	if err != nil {
 		return AuditResult{}, err
+	}
+	if err := agreesWithRecord(in, rec); err != nil {
+		logger(ctx).Warn("audit record refused", "key", in.Key, "error", err)
+		return AuditResult{}, nonRetryable(err, ErrContradictsRecord)
 	}
 	replayed, sum, err := a.Store.WriteAudit(ctx, in.Key, in.ClaimID, in.Record)
 	if errors.Is(err, store.ErrConflict) {
@@ -281,6 +285,33 @@ func (a *Activities) WriteAudit(ctx context.Context, in AuditInput) (AuditResult
 	}
 	return res, nil
 }
+
+// agreesWithRecord: an audit record states the outcome the claims store
+// holds. A final outcome is written only once the claim is closed with it
+// (step 8 before step 9); a dead letter only while the claim is not closed.
+// Anything else is a run acting on a view that is no longer true: a worker
+// that lost its workflow task and ran its local activities on regardless,
+// its stale run dead-lettering a claim another worker had just paid.
+func agreesWithRecord(in AuditInput, rec store.Record) error {
+	var r struct {
+		Outcome string `json:"outcome"`
+	}
+	if err := json.Unmarshal(in.Record, &r); err != nil || r.Outcome == "" {
+		return fmt.Errorf("audit record for %s names no outcome", in.ClaimID)
+	}
+	switch {
+	case r.Outcome == outcomeDeadLettered && rec.Closed():
+		return fmt.Errorf("a dead letter for claim %s, which is closed %s under %s: this run's view is stale", in.ClaimID, rec.Status, rec.ClosedKey)
+	case r.Outcome != outcomeDeadLettered && !rec.Closed():
+		return fmt.Errorf("claim %s audited %s, but the claims store has not closed it", in.ClaimID, r.Outcome)
+	case r.Outcome != outcomeDeadLettered && r.Outcome != rec.Status:
+		return fmt.Errorf("claim %s audited %s, but the claims store closed it %s under %s", in.ClaimID, r.Outcome, rec.Status, rec.ClosedKey)
+	}
+	return nil
+}
+
+// outcomeDeadLettered is a dead-lettered run's outcome in its audit record.
+const outcomeDeadLettered = "dead-lettered"
 
 func ledgerConflict(ctx context.Context, key claim.IdempotencyKey, err error) error {
 	logger(ctx).Error("ALERT: ledger key reused for a different record", "alert", "idempotency_conflict", "tool", metrics.ToolLedger, "key", key, "error", err)

@@ -36,18 +36,21 @@ func sampleClaim(t *testing.T) claim.Claim {
 	return c
 }
 
-// crashAfterSend is a Mailer that panics once right after sending: the
-// activity dies between changing the world and recording it, as in a
-// SIGKILL (the worker's crash injection wraps the Mailer the same way).
+// crashAfterSend is the spool, counting what it is given, that panics once
+// right after sending: the activity dies between changing the world and
+// recording it, as in a SIGKILL (the worker's crash injection wraps the
+// Mailer the same way).
 type crashAfterSend struct {
-	Mailer
+	SpoolMailer
 	armed bool
+	sends int
 }
 
 func (c *crashAfterSend) Send(ctx context.Context, m Email) error {
-	if err := c.Mailer.Send(ctx, m); err != nil {
+	if err := c.SpoolMailer.Send(ctx, m); err != nil {
 		return err
 	}
+	c.sends++
 	if c.armed {
 		c.armed = false
 		panic("injected crash after the effect")
@@ -60,18 +63,22 @@ func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	registered(t, a, sampleClaim(t))
 	paidOut(t, a, "claim-0042", 184000, "tr_1")
 	spool := a.Mailer.(SpoolMailer)
-	a.Mailer = &crashAfterSend{Mailer: spool, armed: true}
+	mailer := &crashAfterSend{SpoolMailer: spool, armed: true}
+	a.Mailer = mailer
 	in := NotifyInput{Key: "claim-0042:step7", ClaimID: "claim-0042", To: "ada@example.com", Name: "Ada",
 		Outcome: "paid", PayoutMinor: 184000, Currency: "usd", TransferID: "tr_1"}
 	_, err := run[NotifyResult](t, a, a.NotifyClaimant, in)
 	require.Error(t, err, "the injected crash")
 
-	r, err := run[NotifyResult](t, a, a.NotifyClaimant, in) // the retry resends the same message
-	require.NoError(t, err)
-	assert.False(t, r.Replayed)
-	r, err = run[NotifyResult](t, a, a.NotifyClaimant, in) // a later retry finds it sent
+	// The retry asks the spool, which holds the message: it is recorded
+	// sent, not sent again.
+	r, err := run[NotifyResult](t, a, a.NotifyClaimant, in)
 	require.NoError(t, err)
 	assert.True(t, r.Replayed)
+	r, err = run[NotifyResult](t, a, a.NotifyClaimant, in) // a later retry finds it sent in the outbox
+	require.NoError(t, err)
+	assert.True(t, r.Replayed)
+	assert.Equal(t, 1, mailer.sends, "handed to the spool once, whatever the retries")
 
 	files, err := filepath.Glob(filepath.Join(spool.Dir, "*.eml"))
 	require.NoError(t, err)
@@ -83,7 +90,8 @@ func TestNotifySendsOnceEvenAcrossACrashAfterSending(t *testing.T) {
 	msgs, err := a.Store.Messages(context.Background(), "claim-0042")
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	assert.Equal(t, 2, msgs[0].Attempts, "sent twice (the crash window), recorded once")
+	assert.Equal(t, 2, msgs[0].Attempts, "reserved twice (the crash window), sent once")
+	assert.Equal(t, store.OutboxSent, msgs[0].Status)
 }
 
 // register registers c as the starter would, its documents stored in a
@@ -217,7 +225,7 @@ func TestLoadCloseAndAuditAreIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, again.Replayed)
 	assert.Equal(t, ar.SHA256, again.SHA256)
-	_, err = run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: json.RawMessage(`{"outcome":"other"}`)})
+	_, err = run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: json.RawMessage(`{"claim_id":"claim-0042","outcome":"paid","other":1}`)})
 	assert.Equal(t, ErrIdempotencyConflict, appErrType(err))
 }
 
@@ -363,4 +371,36 @@ func TestApprovalNoticesLinkToTheInbox(t *testing.T) {
 	body, err := os.ReadFile(filepath.Join(a.Mailer.(SpoolMailer).Dir, fileSafe(r.MessageID)+".eml"))
 	require.NoError(t, err)
 	assert.Contains(t, string(body), "Open it in the inbox: https://inbox.insurer.example/claims/claim-0042")
+}
+
+// An audit record must agree with the system of record it audits. A worker
+// that lost its workflow task (cut off from the frontend) runs the task's
+// local activities on regardless; when it re-reads a claim another worker
+// has meanwhile paid and closed, its stale run dead-letters and would file
+// a dead-letter record under the run's own key: a false "dead-lettered"
+// beside the claim's true "paid" (found by make soak-faults). The write is
+// refused, as is a final outcome the store has not closed the claim with.
+func TestAnAuditThatContradictsTheClaimsRecordIsRefused(t *testing.T) {
+	a := newActivities(t, nil)
+	c := sampleClaim(t)
+	register(t, a, &c)
+	paidOut(t, a, c.ID, 184000, "tr_1")
+
+	early := json.RawMessage(`{"claim_id":"claim-0042","outcome":"paid"}`)
+	_, err := run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: early})
+	assert.Equal(t, ErrContradictsRecord, appErrType(err), "paid, yet the claim is not closed")
+
+	_, err = run[CloseResult](t, a, a.CloseClaim, CloseInput{Key: "claim-0042:step8", ClaimID: c.ID, Outcome: "paid", TransferID: "tr_1", PayoutMinor: 184000})
+	require.NoError(t, err)
+	stale := json.RawMessage(`{"claim_id":"claim-0042","outcome":"dead-lettered","reason":"step 5 (approval) failed: claim-0042 is closed (paid)"}`)
+	_, err = run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9:dead-letter:run-2", ClaimID: c.ID, Record: stale})
+	assert.Equal(t, ErrContradictsRecord, appErrType(err), "a dead letter for a claim closed paid")
+	rejected := json.RawMessage(`{"claim_id":"claim-0042","outcome":"rejected"}`)
+	_, err = run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: rejected})
+	assert.Equal(t, ErrContradictsRecord, appErrType(err), "rejected, for a claim closed paid")
+	_, err = a.Store.Audit(context.Background(), c.ID)
+	assert.ErrorIs(t, err, store.ErrNotFound, "nothing was written")
+
+	_, err = run[AuditResult](t, a, a.WriteAudit, AuditInput{Key: "claim-0042:step9", ClaimID: c.ID, Record: early})
+	require.NoError(t, err, "the claim's own outcome is written")
 }

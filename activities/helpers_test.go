@@ -262,6 +262,14 @@ func registerFor(t *testing.T, a *Activities, id string, minor int64, runID stri
 	return c
 }
 
+// closedAs closes a claim in the store with outcome, as step 8 would: an
+// audit record is written only for the outcome the claim was closed with.
+func closedAs(t *testing.T, a *Activities, id, outcome string) {
+	t.Helper()
+	_, _, err := a.Store.CloseClaim(context.Background(), id, claim.StepKey(id, claim.StepClose), outcome, "", 0)
+	require.NoError(t, err)
+}
+
 // registered puts c in the system of record as it is, and returns it.
 func registered(t *testing.T, a *Activities, c claim.Claim) claim.Claim {
 	t.Helper()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/smtp"
 	"net/url"
 	"os"
@@ -33,6 +34,16 @@ type Mailer interface {
 	Send(ctx context.Context, m Email) error
 }
 
+// A Finder is a mailer that can say whether it already holds a message, by
+// its Message-ID: the receiver's own check, asked before sending again a
+// message an earlier attempt reserved and may have sent before the outbox
+// recorded it (a crash, or the store out of reach, between the two). An
+// SMTP relay cannot be asked: there a receiving system deduplicates by the
+// same Message-ID.
+type Finder interface {
+	Has(ctx context.Context, messageID string) (bool, error)
+}
+
 // SpoolMailer writes each message as an RFC 5322 file named by its
 // Message-ID: a local mail drop for the demo and tests. Writing the same
 // message again replaces the file, so the spool never holds a duplicate.
@@ -58,6 +69,15 @@ func (s SpoolMailer) Send(_ context.Context, m Email) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), name)
+}
+
+// Has reports whether the spool holds the message.
+func (s SpoolMailer) Has(_ context.Context, messageID string) (bool, error) {
+	_, err := os.Stat(filepath.Join(s.Dir, fileSafe(messageID)+".eml"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // SMTPMailer sends through an SMTP relay (SMTP_ADDR).
@@ -242,6 +262,11 @@ func (a *Activities) sendOnce(ctx context.Context, key claim.IdempotencyKey, cla
 	if rec.Status == store.OutboxSent {
 		return NotifyResult{MessageID: rec.MessageID, Replayed: true, Meta: meta(ctx)}, nil
 	}
+	if sent, err := a.sentBefore(ctx, rec); err != nil {
+		return NotifyResult{}, err
+	} else if sent {
+		return NotifyResult{MessageID: rec.MessageID, Replayed: true, Meta: meta(ctx)}, nil
+	}
 	if err := a.deliver(ctx, key, m); err != nil {
 		return NotifyResult{}, err
 	}
@@ -267,9 +292,34 @@ func (a *Activities) reserve(ctx context.Context, key claim.IdempotencyKey, clai
 	return rec, nil
 }
 
+// sentBefore asks the mailer, when it can be asked, whether an earlier
+// attempt of a message the outbox has not recorded sent did send it; if
+// so it records it sent.
+func (a *Activities) sentBefore(ctx context.Context, rec store.Message) (bool, error) {
+	f, ok := a.Mailer.(Finder)
+	if !ok || rec.Attempts < 2 {
+		return false, nil
+	}
+	has, err := f.Has(ctx, rec.MessageID)
+	if err != nil || !has {
+		return false, err
+	}
+	if err := a.Store.MarkSent(ctx, rec.Key); err != nil {
+		return false, err
+	}
+	logger(ctx).Info("message found at the receiver; recorded sent", "key", rec.Key, "message_id", rec.MessageID)
+	metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolEmail, "by": "receiver"})
+	return true, nil
+}
+
 // deliver is the act and its record: hand the message to the mailer, then
 // mark its key sent.
 func (a *Activities) deliver(ctx context.Context, key claim.IdempotencyKey, m Email) error {
+	if err := ctx.Err(); err != nil {
+		// The attempt was given up (its lease ran out, worker/heartbeat)
+		// or ended: a mailer that does not watch the context must not send.
+		return fmt.Errorf("send %s: %w", key, context.Cause(ctx))
+	}
 	sctx, span := traceSend(ctx, key, m.MessageID)
 	err := a.Mailer.Send(sctx, m)
 	telemetry.End(span, err, "not sent")

@@ -70,7 +70,7 @@ var (
 // ourMetrics lists every metric name constant of internal/metrics
 // (TestKnownMetricsFollowInternalMetrics fails when one is missing).
 var ourMetrics = []ourMetric{
-	{metrics.IdempotencyReplays, counter, "", map[string][]string{"tool": idempotencyTools, "by": {"lookup", "provider"}}},
+	{metrics.IdempotencyReplays, counter, "", map[string][]string{"tool": idempotencyTools, "by": {"lookup", "provider", "receiver"}}},
 	{metrics.IdempotencyConflicts, counter, "", map[string][]string{"tool": idempotencyTools}},
 	{metrics.ClaimResumes, counter, "", map[string][]string{"kind": {"activity", "replay"}}},
 	{metrics.ClaimsCompleted, counter, "", map[string][]string{"status": {"paid", "rejected", "withdrawn", "expired", "dead-lettered"}}},

@@ -17,7 +17,9 @@ import (
 
 // TakeClaim binds a claim the store holds to the run whose intake reads
 // it, and returns the record as bound. A claim already closed (its outcome
-// recorded by step 8) is never taken again: ErrClosed, with the record. An
+// recorded by step 8) is never taken again: ErrClosed, with the record;
+// the run that closed it reads it as it is (its lost workflow task run
+// again). An
 // open claim bound to another run passes to this one: only one run of a
 // workflow ID is open at a time, so the run it was bound to has ended
 // (reset, terminated, failed, or dead-lettered and started again).
@@ -43,6 +45,13 @@ func (s *Store) TakeClaim(ctx context.Context, id, runID string) (Record, error)
 		rec, gerr := s.getClaimTx(ctx, t, id)
 		if gerr != nil {
 			return Record{}, gerr
+		}
+		if owner.String == runID {
+			// The run that closed it reads it again: a workflow task lost
+			// after its close ran is run again, local activities and all.
+			// It finds the claim as it left it and goes on to the same
+			// keyed steps, which answer as before.
+			return rec, nil
 		}
 		return rec, fmt.Errorf("store: claim %s is closed (%s) under %s: %w", id, status, closedKey.String, ErrClosed)
 	}

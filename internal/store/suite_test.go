@@ -554,6 +554,13 @@ func TestClaimsBelongToOneRunAndArePaidOnce(t *testing.T) {
 		rec, err = s.TakeClaim(ctx, "claim-9", "run-5")
 		assert.ErrorIs(t, err, ErrClosed, "a closed claim is never taken again")
 		assert.Equal(t, "run-3", rec.RunID)
+		// The run that closed it, read again (a workflow task lost after
+		// the close ran, its local activities run again), finds it as it
+		// left it: it goes on to the same keyed steps, not to a dead letter.
+		rec, err = s.TakeClaim(ctx, "claim-9", "run-3")
+		require.NoError(t, err, "the closing run reads its claim again")
+		assert.Equal(t, "paid", rec.Status)
+		assert.Equal(t, "claim-9:step8", rec.ClosedKey)
 		moved, err = s.HandOver(ctx, "claim-9", "run-3", "run-5")
 		require.NoError(t, err)
 		assert.False(t, moved)

@@ -105,6 +105,14 @@ type mailer struct {
 	inj  *Injector
 }
 
+// Has asks the wrapped mailer, when it can be asked (activities.Finder).
+func (m *mailer) Has(ctx context.Context, messageID string) (bool, error) {
+	if f, ok := m.next.(activities.Finder); ok {
+		return f.Has(ctx, messageID)
+	}
+	return false, nil
+}
+
 func (m *mailer) Send(ctx context.Context, e activities.Email) error {
 	if err := m.next.Send(ctx, e); err != nil {
 		return err
