@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build jaeger demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
+.PHONY: all build jaeger toxiproxy demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
 
 all: build
 
@@ -35,6 +35,15 @@ bin/jaeger: tools/jaeger/go.mod tools/jaeger/go.sum
 	@mkdir -p bin
 	@echo "Building Jaeger all-in-one from the Go module proxy (about 5 minutes, once)..."
 	$(GO) build -C tools/jaeger -o $(CURDIR)/bin/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
+
+# toxiproxy v2.12.0, the network-fault proxy of the fault soak and the
+# partition tests (testbed/netfault), built into bin/toxiproxy-server from
+# the Go module proxy as a tool of its own module (tools/toxiproxy pins it;
+# about 20 s the first time).
+toxiproxy: bin/toxiproxy-server
+bin/toxiproxy-server: tools/toxiproxy/go.mod tools/toxiproxy/go.sum
+	@mkdir -p bin
+	$(GO) build -C tools/toxiproxy -o $(CURDIR)/bin/toxiproxy-server github.com/Shopify/toxiproxy/v2/cmd/server
 
 # A real Temporal server (not the dev server) and its SQL schema tool, at the
 # version the CLI embeds, for `make cluster`, testbed/cluster's tests, the
@@ -196,7 +205,7 @@ TEST_QUICK = $$($(GO) list ./... | grep -v -e '/e2e$$' $(foreach p,$(TEST_SERVER
 # The fuzz targets' seed corpora run with the tests; a short fuzzing run of
 # each follows. First, Chromium and PostgreSQL: installed when missing if
 # run as root; otherwise it stops at once and prints the command to run.
-test: test-prereqs temporal-cli temporal-server s3-server jaeger vet
+test: test-prereqs temporal-cli temporal-server s3-server jaeger toxiproxy vet
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_QUICK)
 	$(GO) test -race -count=1 -timeout $(TEST_SERVERS_TIMEOUT) $(addprefix ./,$(TEST_SERVERS))
 	$(GO) test -race -count=1 -timeout $(TEST_E2E_TIMEOUT) ./e2e

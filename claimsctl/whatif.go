@@ -227,7 +227,7 @@ func (f *whatIfFlags) serve(src whatIfSources, cand model.Model) (stop func(), e
 		Store: src.st, Blobs: src.bs, Policies: src.policies, WhatIf: f.id, Parent: parentOf(src.c)}
 	w := sdkworker.New(src.c, whatif.TaskQueue(f.id), sdkworker.Options{MaxConcurrentActivityExecutionSize: 2 * f.concurrency,
 		MaxConcurrentLocalActivityExecutionSize: 1, DisableRegistrationAliasing: true,
-		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New()}})
+		Interceptors: []interceptor.WorkerInterceptor{heartbeat.New(src.c)}})
 	whatif.Register(w, acts)
 	if err := w.Start(); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/testbed/stripesim"
 	"github.com/durableclaims/durableclaims/testbed/testenv"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -37,15 +38,16 @@ type world struct {
 	mail     string
 	keys     string                 // approvers' private keys, one file each
 	stripe   *activities.Activities // only its Stripe client, to list transfers
+	sim      *stripesim.Server      // the payment provider itself: its key records and faults
 }
 
 func newWorld(t *testing.T) *world {
 	srv := testenv.DevServer(t)
-	_, stripeURL := testenv.Stripe(t)
+	sim, stripeURL := testenv.Stripe(t)
 	dir := t.TempDir()
 	keys := testenv.PayloadKeys(t, dir, srv.FrontendHostPort(), "default")
 	w := &world{t: t, temporal: testenv.TemporalCLI(t), bin: testenv.Binaries(t), client: keys.Client, codecURL: keys.CodecURL,
-		store: filepath.Join(dir, "claims.db"), mail: filepath.Join(dir, "mail")}
+		store: filepath.Join(dir, "claims.db"), mail: filepath.Join(dir, "mail"), sim: sim}
 	w.env = []string{keys.Env,
 		"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
 		"STRIPE_API_BASE=" + stripeURL, "STRIPE_SECRET_KEY=sk_test_local",

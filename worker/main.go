@@ -268,7 +268,7 @@ func bindActivities(acts *activities.Activities, c client.Client, queue string, 
 func newWorker(c client.Client, queue string, acts *activities.Activities, deployment config.Deployment,
 	recorder *refusals.Recorder, prometheus *metricsprom.Prometheus, crashes *crash.Injector) (worker.Worker, error) {
 	interceptors := append(rehearsal[:len(rehearsal):len(rehearsal)], workflows.WorkerBuild(deployment.BuildID),
-		heartbeat.New(), recorder, prometheus.Interceptor())
+		heartbeat.New(c), recorder, prometheus.Interceptor())
 	if crashes != nil {
 		// Last, so innermost: it fires right around the activity itself.
 		interceptors = append(interceptors, crashes.Interceptor())
@@ -606,8 +606,12 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if fallback != nil {
 		logger.Info("model failover allowed", "primary", provider.Name(), "fallback", fallback.Name(), "after_attempts", fallbackAfter)
 	}
-	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", "")}.Resolve()
-	logger.Info("payments", "stripe_api", stripeCfg.APIBase)
+	stripeTimeout, err := config.Duration("STRIPE_TIMEOUT", 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", ""), Timeout: stripeTimeout}.Resolve()
+	logger.Info("payments", "stripe_api", stripeCfg.APIBase, "timeout", stripeCfg.Timeout)
 	docs, err := blobs.Open(context.Background(), config.Get("BLOB_URL", ""))
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+
+	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/testbed/netfault"
+	"github.com/durableclaims/durableclaims/testbed/stripesim"
+	"github.com/durableclaims/durableclaims/testbed/testenv"
+	"github.com/durableclaims/durableclaims/workflows"
+)
+
+// A worker cut off from the frontend while it holds a payment does not pay
+// after the payment was given to another worker: its heartbeats fail, its
+// lease on the attempt runs out before the server's heartbeat timeout, and
+// it abandons the attempt (worker/heartbeat). Here its requests to Stripe
+// are slow too, as they would be over a network that is failing: the first
+// is on the wire when the cut comes. Every transfer list for the claim is
+// stale (stripesim), so nothing but the cut-off worker's own restraint, or
+// failing that the Idempotency-Key, stands between its late attempt and a
+// second transfer; the test asks that it never even sends one.
+func TestACutOffWorkerDoesNotPayAfterItsAttemptWasGivenAway(t *testing.T) {
+	w := newWorld(t)
+	proxy := testenv.Toxiproxy(t)
+	frontend, err := proxy.Link("a-frontend", addr(w.env))
+	require.NoError(t, err)
+	stripe, err := proxy.Link("a-stripe", strings.TrimPrefix(envValue(w.env, "STRIPE_API_BASE"), "http://"))
+	require.NoError(t, err)
+	cutOff := testenv.Supervise(t, append(append([]string{}, w.env...),
+		"TEMPORAL_ADDRESS="+frontend.Addr, "STRIPE_API_BASE=http://"+stripe.Addr), filepath.Join(w.bin, "worker"))
+
+	const id = "claim-e2e-cutoff"
+	key := string(claim.StepKey(id, claim.StepPay))
+	w.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultStaleList, Method: http.MethodGet, TransferGroup: id, Times: -1})
+	w.start(w.claimFile(id, "1840.00"))
+	w.waitStatus(id, workflows.StatusWaiting)
+
+	// Every request from the cut-off worker to Stripe takes 3 s each way.
+	healStripe, err := stripe.Apply(netfault.Fault{Kind: netfault.Latency, Delay: 3 * time.Second})
+	require.NoError(t, err)
+	w.approve(id, "adjuster-17")
+	started := w.waitActivityStarted(id, "PayClaimant")
+	healFrontend, err := frontend.Apply(netfault.Fault{Kind: netfault.Partition})
+	require.NoError(t, err)
+	t.Logf("payment attempt %d started by %s; its worker cut off from the frontend", started.GetAttempt(), started.GetLastWorkerIdentity())
+
+	// Another worker takes the payment once the attempt's heartbeat
+	// timeout passes, and pays.
+	testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"))
+	res := w.result(id)
+	require.Equal(t, workflows.StatusPaid, res.Status, "%+v", res)
+
+	// The cut-off worker's list answer, had it waited for it, comes 6 s
+	// after its attempt began and its transfer request 3 s after that:
+	// wait past both before asking Stripe what it saw.
+	time.Sleep(time.Until(started.GetLastStartedTime().AsTime().Add(12 * time.Second)))
+	stats, ok := w.sim.KeyStats(key)
+	require.True(t, ok, "stripesim never saw %s", key)
+	w.sim.ClearFaults() // the test's own list is to be true
+	n, _ := w.transfers(id)
+	assert.Equal(t, 1, n, "one transfer")
+	assert.Equal(t, res.TransferID, stats.TransferID)
+	assert.Equal(t, 1, stats.Requests, "only the worker that held the attempt asked for the transfer (%d replays)", stats.Replays)
+
+	require.NoError(t, healFrontend())
+	require.NoError(t, healStripe())
+	assert.Eventually(t, func() bool { return strings.Contains(cutOff.Output(), "heartbeat lease lost") },
+		10*time.Second, 100*time.Millisecond, "the cut-off worker says why it gave the attempt up")
+}
+
+// waitActivityStarted waits until the run has a pending activity of typ
+// that a worker has started, and returns it.
+func (w *world) waitActivityStarted(id, typ string) *workflowpb.PendingActivityInfo {
+	w.t.Helper()
+	var found *workflowpb.PendingActivityInfo
+	require.Eventually(w.t, func() bool {
+		d, err := w.client.DescribeWorkflowExecution(context.Background(), id, "")
+		if err != nil {
+			return false
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == typ && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				found = a
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 20*time.Millisecond, "%s never started %s", id, typ)
+	return found
+}
