@@ -9,7 +9,7 @@ export TEMPORAL
 
 BINARIES := worker starter claimsctl inbox stripesim modelsim
 
-.PHONY: all build jaeger toxiproxy demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
+.PHONY: all build jaeger toxiproxy soak-faults demo test unit vet lint mutate fuzz bench histories soak soak-cluster rollout peers peers-install temporal-cli temporal-server s3-server prereqs test-prereqs cluster clean
 
 all: build
 
@@ -124,6 +124,19 @@ soak: temporal-cli temporal-server build
 soak-cluster: temporal-cli temporal-server build
 	$(GO) build -o bin/ ./testbed/cmd/soak
 	bin/soak -cluster -workers 3 -worker bin/worker -temporal "$(TEMPORAL)" -json var/soak/cluster.json $(SOAK_FLAGS)
+
+# Faults between the parts (docs/reliability.md, "Network faults"): 500
+# claims on a real Temporal server on PostgreSQL, three workers, every
+# connection a worker makes (the frontend, PostgreSQL, Stripe, the model,
+# the S3 blob store) through toxiproxy and broken on a seeded schedule it
+# prints first: latency, bandwidth limits, resets, half-open connections,
+# a 60 s partition of one worker from the frontend while it holds tasks and
+# of one from PostgreSQL, Stripe answering after the worker gave up; then
+# every claim checked (about 6 minutes; SOAK_FLAGS="-claims 100 -partition
+# 20s" for the short run CI makes).
+soak-faults: temporal-cli temporal-server s3-server toxiproxy build
+	$(GO) build -o bin/ ./testbed/cmd/soak
+	bin/soak -faults -workers 3 -worker bin/worker -temporal "$(TEMPORAL)" -json var/soak/faults.json $(SOAK_FLAGS)
 
 # Rehearse a deploy on a real Temporal server on PostgreSQL, under SIGKILLs
 # (docs/operations.md, "Rehearsing a rollout"): v1 workers, v2 beside them

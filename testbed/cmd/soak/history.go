@@ -37,6 +37,10 @@ type historyFacts struct {
 	triage triageSpan
 	// assess is the assessment step (a regular activity), if scheduled.
 	assess *activitySpan
+	// turns are the triage turns run as regular activities: with a model
+	// whose answers cost something, a turn after the first is a regular
+	// activity until its answer is recorded (workflows/checkpoint.go).
+	turns []activitySpan
 }
 
 // triageSpan is what history says about the tasks that ran triage.
@@ -152,9 +156,13 @@ func (h *historyFacts) activityStarted(scheduled map[int64]*historypb.HistoryEve
 	if a.GetAttempt() > 1 {
 		h.activityResumes[typ]++
 	}
-	if typ == activityAssess && h.assess == nil {
-		h.assess = &activitySpan{scheduledAt: sch.GetEventTime().AsTime(), lastStartedAt: ev.GetEventTime().AsTime(),
-			attempt: a.GetAttempt(), lastFailure: a.GetLastFailure().GetMessage()}
+	span := activitySpan{scheduledAt: sch.GetEventTime().AsTime(), lastStartedAt: ev.GetEventTime().AsTime(),
+		attempt: a.GetAttempt(), lastFailure: a.GetLastFailure().GetMessage()}
+	switch {
+	case typ == activityAssess && h.assess == nil:
+		h.assess = &span
+	case typ == activityTurn:
+		h.turns = append(h.turns, span)
 	}
 }
 

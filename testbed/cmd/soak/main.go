@@ -4,6 +4,7 @@
 //
 //	soak [-claims 500] [-rate 2] [-workers 2] [-restart-at 0.5] [-timeout 12m] [-json var/soak/latest.json]
 //	soak -cluster -workers 3 [-postgres-restart-at 0.3] …
+//	soak -faults -workers 3 [-partition 60s] …
 //
 // It starts a Temporal server (by default a dev server, a CLI process it
 // restarts mid-run on the same port and database; with -cluster a real
@@ -16,6 +17,11 @@
 // terminal it checks the workflow results, the claims store and the payment
 // provider against each other, prints a summary and exits non-zero on any
 // discrepancy.
+//
+// With -faults it kills nothing and restarts nothing: every connection a
+// worker makes (the frontend, PostgreSQL, Stripe, the model, the blob
+// store) goes through toxiproxy, and the network breaks on a seeded
+// schedule it prints first (faults.go).
 package main
 
 import (
@@ -41,6 +47,8 @@ type options struct {
 	RestartAt         float64       `json:"restart_at"`
 	Cluster           bool          `json:"cluster"`
 	Rollout           bool          `json:"rollout"`
+	Faults            bool          `json:"faults"`
+	Partition         time.Duration `json:"partition_ns"`
 	V3Ramp            float64       `json:"v3_ramp_percent"`
 	Store             string        `json:"store"`
 	PostgresRestartAt float64       `json:"postgres_restart_at"`
@@ -66,6 +74,8 @@ func main() {
 	flag.Float64Var(&o.RestartAt, "restart-at", 0.5, "restart the Temporal server once at this fraction of the expected duration (0: never)")
 	flag.BoolVar(&o.Cluster, "cluster", false, "run against a real Temporal server on PostgreSQL (make temporal-server) instead of the dev server; implies -store postgres")
 	flag.BoolVar(&o.Rollout, "rollout", false, "rehearse a deploy instead (implies -cluster, no server or PostgreSQL restart): v1 workers, v2 beside them replay-checked and ramped, v1 drained, a bad v3 refused by the replay check, ramped anyway, rolled back and its runs reset (rollout.go)")
+	flag.BoolVar(&o.Faults, "faults", false, "break the network instead (implies -cluster, no kills, no restarts): every worker's connections through toxiproxy, faulted on a seeded schedule printed first (faults.go; make toxiproxy builds its server)")
+	flag.DurationVar(&o.Partition, "partition", time.Minute, "with -faults: how long one worker is cut off from the frontend, and one from PostgreSQL")
 	flag.Float64Var(&o.V3Ramp, "v3-ramp", 50, "with -rollout: the percentage of claims the bad build v3 is ramped to before it is rolled back")
 	flag.StringVar(&o.Store, "store", "", "the claims store: sqlite or postgres (default: postgres with -cluster, else sqlite)")
 	flag.Float64Var(&o.PostgresRestartAt, "postgres-restart-at", 0.3, "with the PostgreSQL store: crash PostgreSQL once (immediate shutdown) at this fraction of the expected duration (0: never)")
@@ -145,6 +155,15 @@ func (o *options) resolve() error {
 		if o.V3Ramp <= 0 || o.V3Ramp > 100 {
 			return errors.New("-v3-ramp must be above 0 and at most 100")
 		}
+	}
+	if o.Faults {
+		if o.Rollout {
+			return errors.New("-faults and -rollout are two soaks: pick one")
+		}
+		if o.Partition <= 0 {
+			return errors.New("-partition must be positive")
+		}
+		o.Cluster, o.RestartAt, o.PostgresRestartAt = true, 0, 0
 	}
 	switch {
 	case o.Claims <= 0 || o.Rate <= 0 || o.Workers <= 0:

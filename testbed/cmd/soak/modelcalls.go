@@ -13,6 +13,7 @@ const (
 	causeKill    = "kill"
 	causeRestart = "server restart"
 	causeRetry   = "local retry"
+	causeFault   = "network fault"
 )
 
 // checkModelCalls: the usage ledger shows each model step asked once, or
@@ -77,6 +78,8 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 			v.sum.ModelRepeats.ByServerRestart++
 		case causeRetry:
 			v.sum.ModelRepeats.ByRetry++
+		case causeFault:
+			v.sum.ModelRepeats.ByFault++
 		default:
 			v.sum.ModelRepeats.Unexplained++
 			v.fail(id, "model calls", "%s asked %d times: %s", step.key, n, why)
@@ -100,6 +103,9 @@ func (v *verifier) explainTriage(f *claimFacts, n int) (string, string) {
 		// had not been recorded.
 		return causeRetry, ""
 	}
+	if cause := v.explainRegularTurn(f, n); cause != "" {
+		return cause, ""
+	}
 	if n-1 > t.lost {
 		return "", fmt.Sprintf("only %d workflow task attempt(s) were lost before its answer was recorded", t.lost)
 	}
@@ -110,14 +116,45 @@ func (v *verifier) explainTriage(f *claimFacts, n int) (string, string) {
 		}
 		held = append(held, fmt.Sprintf("%s %s–%s", lost.identity, lost.startedAt.Format("15:04:05.000"), lost.endedAt.Format("15:04:05.000")))
 	}
+	for _, lost := range t.interrupts {
+		// The worker holding the lost attempt had a link faulted then:
+		// the task's completion, or the local step's answer, was lost.
+		if w := v.workerOf(pidOf(lost.identity)); w != "" && v.chaos.faultIn(w, lost.startedAt, lost.endedAt) {
+			return causeFault, ""
+		}
+	}
 	switch {
 	case t.lost > len(t.interrupts) && v.chaos.killIn(t.firstStartedAt, t.recordedStartedAt):
 		return causeKill, ""
 	case v.chaos.restartOverlaps(t.firstStartedAt, t.recordedStartedAt):
 		return causeRestart, ""
+	case t.lost > len(t.interrupts) && v.chaos.faultIn("", t.firstStartedAt, t.recordedStartedAt):
+		return causeFault, ""
 	}
 	return "", fmt.Sprintf("%d attempt(s) lost before the answer was recorded, with no worker killed and the server up (recorded: %s)",
 		t.lost, strings.Join(held, "; "))
+}
+
+// explainRegularTurn: a triage turn run as a regular activity (a costly
+// model's turn after the first) is retried by the server like assess, each
+// attempt asking at most once. The ledger's key names the turn, the history
+// does not (its input is encrypted), so some regular turn with that many
+// attempts must have been interrupted by the chaos.
+func (v *verifier) explainRegularTurn(f *claimFacts, n int) string {
+	for _, a := range f.hist.turns {
+		if a.attempt < int32(n) {
+			continue
+		}
+		switch {
+		case v.chaos.killIn(a.scheduledAt, a.lastStartedAt):
+			return causeKill
+		case v.chaos.restartOverlaps(a.scheduledAt, a.lastStartedAt):
+			return causeRestart
+		case v.chaos.faultIn("", a.scheduledAt, a.lastStartedAt):
+			return causeFault
+		}
+	}
+	return ""
 }
 
 // explainAssess: assess is a regular activity, retried by the server; each
@@ -135,6 +172,10 @@ func (v *verifier) explainAssess(f *claimFacts, n int) (string, string) {
 		return causeKill, ""
 	case v.chaos.restartOverlaps(a.scheduledAt, a.lastStartedAt):
 		return causeRestart, ""
+	case v.chaos.faultIn("", a.scheduledAt, a.lastStartedAt):
+		// An earlier attempt's answer, or its completion, was lost on a
+		// faulted link (the history does not say which worker ran it).
+		return causeFault, ""
 	}
 	return "", fmt.Sprintf("attempt %d with no kill or server restart since it was scheduled; last failure: %s", a.attempt, a.lastFailure)
 }

@@ -640,6 +640,7 @@ func (s *soak) checkRollout(ctx context.Context, plan []plannedClaim, book map[s
 	}
 }
 
+// moduleRoot is the repository's root, by go.mod.
 func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -647,7 +648,7 @@ func moduleRoot() (string, error) {
 	}
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == "/dev/null" {
-		return "", errors.New("-rollout builds v2 and v3 from the source tree: run it from the repository")
+		return "", errors.New("-rollout and -faults need the source tree (builds, bin/): run the soak from the repository")
 	}
 	return filepath.Dir(gomod), nil
 }

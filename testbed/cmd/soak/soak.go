@@ -31,6 +31,7 @@ import (
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/internal/temporalauth"
 	"github.com/durableclaims/durableclaims/testbed/pgserver"
+	"github.com/durableclaims/durableclaims/testbed/spoolwatch"
 	"github.com/durableclaims/durableclaims/testbed/stripesim"
 )
 
@@ -57,6 +58,12 @@ type soak struct {
 	blobURL  string
 	workers  []*supervisor
 	chaos    chaos
+	// rig is the -faults soak's toxiproxy, modelsim and versitygw.
+	rig *faultRig
+	// faultPlan is the -faults soak's schedule.
+	faultPlan []plannedFault
+	// spoolWatch counts the messages moved into the mail spool.
+	spoolWatch *spoolwatch.Watch
 	// key is the approver's signing key; its public half is in the
 	// directory the workers read.
 	key authority.KeyFile
@@ -118,6 +125,18 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 	s.log.Info("soak starting", "run", s.runID, "seed", s.o.Seed, "claims", len(plan), "rate_per_s", s.o.Rate,
 		"expected", s.expected().Round(time.Second), "server", s.server.hostPort(), "stripesim", s.simURL, "dir", s.dir)
 
+	if s.o.Faults {
+		names := make([]string, len(s.workers))
+		for i, w := range s.workers {
+			names[i] = w.name
+		}
+		span := time.Duration(float64(s.o.Claims) / s.o.Rate * float64(time.Second))
+		s.faultPlan = planFaults(s.o.Seed, names, span, s.o.Partition)
+		fmt.Printf("fault schedule (seed %d): %d faults, from the first claim's start\n", s.o.Seed, len(s.faultPlan))
+		for _, p := range s.faultPlan {
+			fmt.Println("  " + p.String())
+		}
+	}
 	phase := s.chaosPhase
 	if s.o.Rollout {
 		phase = s.rolloutPhase
@@ -141,7 +160,7 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 	sum.countDecisions(book)
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	v := &verifier{client: s.client, store: s.store, sim: s.sim, chaos: &s.chaos, plan: plan, decisions: book,
+	v := &verifier{client: s.client, store: s.store, sim: s.sim, chaos: &s.chaos, plan: plan, decisions: book, workerOf: s.workerOf, spoolWatch: s.spoolWatch,
 		stripe: activities.NewStripeClient(activities.StripeConfig{APIBase: s.simURL}), spool: filepath.Join(s.dir, "mail"), sum: sum}
 	if err := v.run(vctx); err != nil {
 		return nil, err
@@ -166,7 +185,9 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 
 	killCtx, stopKiller := context.WithCancel(runCtx)
 	var killerDone sync.WaitGroup
-	killerDone.Go(func() { killer(killCtx, s.workers, s.o.KillMin, s.o.KillMax, &s.chaos, s.log) })
+	if !s.o.Faults { // the fault soak breaks the network instead
+		killerDone.Go(func() { killer(killCtx, s.workers, s.o.KillMin, s.o.KillMax, &s.chaos, s.log) })
+	}
 	defer func() { stopKiller(); killerDone.Wait() }()
 
 	cliAuth, _ := s.server.auth(temporalauth.RoleClaimsctl)
@@ -188,8 +209,13 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 		var serverErr, pgErr error
 		both.Go(func() { serverErr = s.restartServer(runCtx, begin) })
 		both.Go(func() { pgErr = s.restartPostgres(runCtx, begin) })
+		var faultErr error
+		if s.o.Faults {
+			first := time.Now() // the schedule counts from the first claim's start
+			both.Go(func() { faultErr = s.runFaults(runCtx, first, s.faultPlan) })
+		}
 		both.Wait()
-		restarted <- errors.Join(serverErr, pgErr)
+		restarted <- errors.Join(serverErr, pgErr, faultErr)
 	})
 	st := &starter{client: s.starts, store: s.store, docs: s.docs, rate: s.o.Rate}
 	started := make(chan error, 1)
@@ -218,7 +244,7 @@ func (s *soak) waitTerminal(ctx context.Context, ids []string, started, restarte
 	for _, id := range ids {
 		pending[id] = true
 	}
-	allStarted, restartDone := false, s.o.RestartAt == 0
+	allStarted, restartDone := false, s.o.RestartAt == 0 && !s.o.Faults
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	for {
@@ -231,7 +257,7 @@ func (s *soak) waitTerminal(ctx context.Context, ids []string, started, restarte
 		case err := <-restarted:
 			restarted, restartDone = nil, err == nil
 			if err != nil && ctx.Err() == nil {
-				return nil, fmt.Errorf("restarting a server: %w", err)
+				return nil, fmt.Errorf("restarting a server or breaking the network: %w", err)
 			}
 		case <-tick.C:
 		case <-ctx.Done():
@@ -348,6 +374,22 @@ func (s *soak) count(ctx context.Context, cond string) string {
 }
 
 func (s *soak) fillChaos(sum *summary) {
+	if s.o.Faults {
+		log := s.chaos.faultLog()
+		r := &faultReport{Injected: len(log), ByKind: map[string]int{}, ByDependency: map[string]int{}, Log: log}
+		for _, links := range s.rig.links {
+			r.Links += len(links)
+		}
+		for _, f := range log {
+			r.ByKind[string(f.Fault.Kind)]++
+			r.ByDependency[f.Dep]++
+			if f.Held != nil {
+				r.Held = append(r.Held, fmt.Sprintf("%s cut off from the %s for %s holding %d activity, %d workflow and %d local activity tasks, %d workflows cached",
+					f.Worker, f.Dep, f.For, f.Held["ActivityWorker"], f.Held["WorkflowWorker"], f.Held["LocalActivityWorker"], f.Held["StickyCache"]))
+			}
+		}
+		sum.Faults = r
+	}
 	kills, restarts := s.chaos.snapshot()
 	c := &sum.Chaos
 	sum.KillLog = kills
@@ -412,11 +454,20 @@ func (s *soak) setUp(ctx context.Context) error {
 	if s.store, err = store.Open(s.claimsDB); err != nil {
 		return err
 	}
-	abs, err := filepath.Abs(filepath.Join(s.dir, "blobs"))
-	if err != nil {
+	if s.o.Faults {
+		if err := s.startFaultRig(ctx); err != nil {
+			return err
+		}
+	} else {
+		abs, err := filepath.Abs(filepath.Join(s.dir, "blobs"))
+		if err != nil {
+			return err
+		}
+		s.blobURL = "file://" + abs + "?create_dir=true"
+	}
+	if s.spoolWatch, err = spoolwatch.Start(filepath.Join(s.dir, "mail")); err != nil {
 		return err
 	}
-	s.blobURL = "file://" + abs + "?create_dir=true"
 	if s.docs, err = blobs.Open(ctx, s.blobURL); err != nil {
 		return err
 	}
@@ -427,7 +478,7 @@ func (s *soak) setUp(ctx context.Context) error {
 		return err
 	}
 	if !s.o.Rollout { // the rollout starts its builds' workers itself
-		s.startWorkers()
+		return s.startWorkers()
 	}
 	return nil
 }
@@ -484,15 +535,35 @@ func (s *soak) dial(ctx context.Context) error {
 	return err
 }
 
+// workerOf names the supervisor that started pid, or "".
+func (s *soak) workerOf(pid int) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.workers {
+		if w.ran(pid) {
+			return w.name
+		}
+	}
+	return ""
+}
+
 func (s *soak) approversFile() string { return filepath.Join(s.dir, "approvers.json") }
 
-func (s *soak) startWorkers() {
-	env := s.workerEnv()
+func (s *soak) startWorkers() error {
 	for i := 1; i <= s.o.Workers; i++ {
-		w := newSupervisor(fmt.Sprintf("worker-%d", i), s.o.WorkerBin, s.dir, env, s.log)
+		name := fmt.Sprintf("worker-%d", i)
+		env := s.workerEnv()
+		if s.o.Faults {
+			var err error
+			if env, err = s.faultEnv(name); err != nil {
+				return err
+			}
+		}
+		w := newSupervisor(name, s.o.WorkerBin, s.dir, env, s.log)
 		s.workers = append(s.workers, w)
 		go w.run()
 	}
+	return nil
 }
 
 // stopWorkers drains the workers (SIGTERM, as a deploy would; SIGKILL after
@@ -540,6 +611,8 @@ func (s *soak) tearDown() {
 	if s.pg != nil {
 		_ = s.pg.Stop()
 	}
+	s.rig.stop()
+	s.spoolWatch.Close()
 }
 
 func keys(m map[string]bool) []string {

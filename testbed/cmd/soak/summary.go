@@ -44,6 +44,19 @@ type summary struct {
 		KeyInUse         int    `json:"key_in_use"`
 	} `json:"transfers"`
 	Emails int `json:"emails"`
+	// Deliveries counts the messages moved into the mail spool (a message
+	// sent again replaces its file: only the moves show it).
+	Deliveries struct {
+		Total  int `json:"total"`
+		Resent int `json:"resent"`
+	} `json:"spool_deliveries"`
+	// Slowest is the claim that took longest from start to close.
+	Slowest struct {
+		Claim   string  `json:"claim"`
+		Seconds float64 `json:"seconds"`
+	} `json:"slowest_claim"`
+	// Faults is the -faults soak's network faults.
+	Faults *faultReport `json:"faults,omitempty"`
 	Chaos  struct {
 		Kills                 int             `json:"kills"`
 		WorkerRestarts        int             `json:"worker_restarts"`
@@ -74,6 +87,7 @@ type summary struct {
 		ByServerRestart int `json:"by_server_restart"`
 		ByRetry         int `json:"by_local_retry"`
 		ByReset         int `json:"by_rollback_reset"`
+		ByFault         int `json:"by_network_fault"`
 		Unexplained     int `json:"unexplained"`
 	} `json:"model_repeats"`
 	Decisions struct {
@@ -105,6 +119,17 @@ type refusal struct {
 	Name     string    `json:"name"`
 	Approver string    `json:"approver"`
 	Refusal  string    `json:"refusal"`
+}
+
+// faultReport is what the -faults soak did to the network.
+type faultReport struct {
+	Injected     int            `json:"injected"`
+	Links        int            `json:"links"`
+	ByKind       map[string]int `json:"by_kind"`
+	ByDependency map[string]int `json:"by_dependency"`
+	// Held says what each partitioned worker held as its partition began.
+	Held []string      `json:"held"`
+	Log  []faultWindow `json:"log"`
 }
 
 func newSummary() *summary {
@@ -140,6 +165,14 @@ func (s *summary) print(w io.Writer) {
 	p("  transfers         %d, total %s usd; %d payments found already made on retry; stripesim: %d keyed requests, %d replays, %d in-use",
 		s.Transfers.Count, s.Transfers.Total, s.Transfers.PaymentsReplayed, s.Transfers.KeyRequests, s.Transfers.KeyReplays, s.Transfers.KeyInUse)
 	p("  e-mails           %d claimant notices sent once each and found in the spool", s.Emails)
+	p("  spool             %d messages moved in, %d of them a message already there; slowest claim %s, %.1f s start to close",
+		s.Deliveries.Total, s.Deliveries.Resent, orDash(s.Slowest.Claim), s.Slowest.Seconds)
+	if f := s.Faults; f != nil {
+		p("  network faults    %d on %d links (%s); by dependency: %s", f.Injected, f.Links, formatCounts(f.ByKind), formatCounts(f.ByDependency))
+		for _, h := range f.Held {
+			p("                    %s", h)
+		}
+	}
 	p("  kills             %d SIGKILLs; %d worker restarts (%s)", s.Chaos.Kills, s.Chaos.WorkerRestarts, formatCounts(s.Chaos.WorkerExits))
 	p("  server restarts   %d Temporal, %d PostgreSQL crashes; down %.1f s in all (Temporal SIGKILL needed: %t)", s.Chaos.ServerRestarts,
 		s.Chaos.PostgresRestarts, s.Chaos.ServerDowntimeSeconds, s.Chaos.ServerStopForced)
@@ -147,9 +180,9 @@ func (s *summary) print(w io.Writer) {
 	p("  workflow-task resumes %d timed out on a worker (%d attempts lost in all), %d moved off a dead worker's sticky queue, %d failed; %d local activity retries; %d claims resumed at least once",
 		s.Resumes.WorkflowTaskTimeouts, s.Resumes.WorkflowTaskAttemptsLost, s.Resumes.StickyQueueTimeouts, s.Resumes.WorkflowTaskFailures,
 		s.Resumes.LocalActivityRetries, s.Resumes.ClaimsResumed)
-	p("  model repeats     %d claims had a model step asked again (triage %d, assess %d): %d where a kill landed in the step, %d across the server restart, %d after a failed local attempt, %d reset by a rollback, %d unexplained",
+	p("  model repeats     %d claims had a model step asked again (triage %d, assess %d): %d where a kill landed in the step, %d across the server restart, %d after a failed local attempt, %d reset by a rollback, %d whose answer a network fault lost, %d unexplained",
 		s.ModelRepeats.Claims, s.ModelRepeats.Triage, s.ModelRepeats.Assess, s.ModelRepeats.ByKill, s.ModelRepeats.ByServerRestart,
-		s.ModelRepeats.ByRetry, s.ModelRepeats.ByReset, s.ModelRepeats.Unexplained)
+		s.ModelRepeats.ByRetry, s.ModelRepeats.ByReset, s.ModelRepeats.ByFault, s.ModelRepeats.Unexplained)
 	p("  decisions         %d approve, %d reject via `temporal workflow signal`: %d signals sent, %d CLI failures retried, %d resends; claims recorded %d accepted, %d refused (%s)",
 		s.Decisions.Approve, s.Decisions.Reject, s.Decisions.Signals, s.Decisions.CLIFailures, s.Decisions.Resends, s.Decisions.Accepted, s.Decisions.Refused,
 		formatCounts(s.Decisions.RefusedWhy))

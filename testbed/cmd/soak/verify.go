@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/stripe/stripe-go/v76"
 	stripeclient "github.com/stripe/stripe-go/v76/client"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
+	"github.com/durableclaims/durableclaims/testbed/spoolwatch"
 	"github.com/durableclaims/durableclaims/testbed/stripesim"
 	"github.com/durableclaims/durableclaims/workflows"
 )
@@ -32,6 +34,7 @@ type discrepancy struct {
 type claimFacts struct {
 	planned    plannedClaim
 	execStatus enumspb.WorkflowExecutionStatus
+	took       time.Duration // start to close
 	result     *workflows.ClaimResult
 	hist       historyFacts
 	record     store.Record
@@ -51,6 +54,10 @@ type verifier struct {
 	plan      []plannedClaim
 	decisions map[string]decision
 	spool     string
+	// workerOf names the worker that ran a process; spoolWatch counted
+	// every message moved into the spool.
+	workerOf   func(pid int) string
+	spoolWatch *spoolwatch.Watch
 
 	sum *summary
 }
@@ -65,6 +72,14 @@ func (v *verifier) run(ctx context.Context) error {
 	transfers, err := v.allTransfers(ctx)
 	if err != nil {
 		return fmt.Errorf("list transfers: %w", err)
+	}
+	deliveries, err := v.spoolWatch.Counts()
+	if err != nil {
+		v.fail("", "e-mail", "%v", err)
+	}
+	for _, n := range deliveries {
+		v.sum.Deliveries.Total += n
+		v.sum.Deliveries.Resent += n - 1
 	}
 	byGroup := map[string][]*stripe.Transfer{}
 	for _, t := range transfers {
@@ -83,7 +98,10 @@ func (v *verifier) run(ctx context.Context) error {
 			paidBy[id] = f.result.TransferID
 		}
 		v.checkTransfers(f, byGroup[id])
-		v.checkStore(f)
+		v.checkStore(f, deliveries)
+		if f.took > time.Duration(v.sum.Slowest.Seconds*float64(time.Second)) {
+			v.sum.Slowest.Claim, v.sum.Slowest.Seconds = id, f.took.Seconds()
+		}
 		v.checkModelCalls(f)
 		v.countResumes(f)
 	}
@@ -118,7 +136,11 @@ func (v *verifier) gather(ctx context.Context, p plannedClaim) *claimFacts {
 		bad("describe", err)
 		return f
 	}
-	f.execStatus = d.RawResponse.GetWorkflowExecutionInfo().GetStatus()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
+	f.execStatus = info.GetStatus()
+	if info.GetCloseTime() != nil {
+		f.took = info.GetCloseTime().AsTime().Sub(info.GetStartTime().AsTime())
+	}
 	if f.execStatus == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
 		var res workflows.ClaimResult
 		if err := v.client.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
@@ -325,7 +347,7 @@ func (v *verifier) checkOrphans(transfers []*stripe.Transfer, paidBy map[string]
 // checkStore: the system of record closed the claim as the workflow ended
 // it, under the step-8 key; one claimant e-mail went out and is in the
 // spool; the audit record is written and agrees.
-func (v *verifier) checkStore(f *claimFacts) {
+func (v *verifier) checkStore(f *claimFacts, deliveries map[string]int) {
 	id, res, rec := f.planned.Claim.ID, f.result, f.record
 	if res == nil || (res.Status != workflows.StatusPaid && res.Status != workflows.StatusRejected) {
 		return // unfinished or dead-lettered: reported with the outcome
@@ -334,7 +356,7 @@ func (v *verifier) checkStore(f *claimFacts) {
 		v.fail(id, "claims store", "store has status %q, closed under %q, transfer %q; the result is %s, transfer %q",
 			rec.Status, rec.ClosedKey, rec.TransferID, res.Status, res.TransferID)
 	}
-	v.checkEmail(f)
+	v.checkEmail(f, deliveries)
 	var audit struct {
 		Outcome string `json:"outcome"`
 	}
@@ -343,7 +365,7 @@ func (v *verifier) checkStore(f *claimFacts) {
 	}
 }
 
-func (v *verifier) checkEmail(f *claimFacts) {
+func (v *verifier) checkEmail(f *claimFacts, deliveries map[string]int) {
 	id := f.planned.Claim.ID
 	notify := string(claim.StepKey(id, claim.StepNotify))
 	var sent []store.Message
@@ -360,6 +382,11 @@ func (v *verifier) checkEmail(f *claimFacts) {
 	// all file-safe characters, so no mapping is needed.
 	if _, err := os.Stat(filepath.Join(v.spool, sent[0].MessageID+".eml")); err != nil {
 		v.fail(id, "e-mail", "outbox says sent, the spool has no %s.eml", sent[0].MessageID)
+		return
+	}
+	// Sent once: moved into the spool once, however often the step ran.
+	if n := deliveries[sent[0].MessageID+".eml"]; n != 1 {
+		v.fail(id, "e-mail", "%s.eml was delivered into the spool %d times", sent[0].MessageID, n)
 		return
 	}
 	v.sum.Emails++

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ type supervisor struct {
 	proc     *process
 	stopping bool
 	starts   int
+	pids     []int          // every process it started
 	exits    map[string]int // how often processes ended each way ("ended by signal 9 (killed)", …)
 	done     chan struct{}
 }
@@ -80,6 +82,9 @@ func (s *supervisor) launch() (*process, bool) {
 	}
 	s.starts++
 	s.proc = p
+	if p != nil {
+		s.pids = append(s.pids, p.pid())
+	}
 	return p, p != nil
 }
 
@@ -107,6 +112,13 @@ func (s *supervisor) stop(grace time.Duration) {
 		p.stop(grace)
 	}
 	<-s.done
+}
+
+// ran reports whether pid is one of the processes it started.
+func (s *supervisor) ran(pid int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Contains(s.pids, pid)
 }
 
 // restarts counts processes started after the first.
@@ -139,6 +151,8 @@ type chaos struct {
 	mu       sync.Mutex
 	kills    []kill
 	restarts []serverRestart
+	// faults are the -faults soak's network faults as they happened.
+	faults []faultWindow
 	// reset holds the claims a rollback reset (claimsctl reset-build): the
 	// steps after the reset point ran again, the model's among them.
 	reset map[string]bool
@@ -166,6 +180,35 @@ type serverRestart struct {
 	StopAt    time.Time `json:"stop_at"`
 	ReadyAt   time.Time `json:"ready_at"`
 	Forced    bool      `json:"forced_sigkill"`
+}
+
+func (c *chaos) addFault(f faultWindow) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults = append(c.faults, f)
+}
+
+func (c *chaos) faultLog() []faultWindow {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := append([]faultWindow(nil), c.faults...)
+	slices.SortFunc(out, func(a, b faultWindow) int { return a.From.Compare(b.From) })
+	return out
+}
+
+// faultIn reports whether a network fault was on in [from, to], or healed
+// just before it (a worker's connections take some seconds to recover),
+// on worker's links, or on any worker's when worker is "".
+func (c *chaos) faultIn(worker string, from, to time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	const catchUp = 10 * time.Second
+	for _, f := range c.faults {
+		if (worker == "" || f.Worker == worker) && !f.From.After(to) && !f.To.Add(catchUp).Before(from) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *chaos) addKill(k kill) {
