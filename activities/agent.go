@@ -37,6 +37,10 @@ type TurnInput struct {
 	// WaitsForBudget says the workflow waits for model capacity itself
 	// (from versionBudget on): see model.WithDurableWait.
 	WaitsForBudget bool `json:"waits_for_budget,omitempty"`
+	// WaitsOutOutages says the workflow waits for a dependency that is
+	// down itself (from versionOutage on): the step hands it back
+	// (DependencyDown) after its first attempts. Older runs retry as they did.
+	WaitsOutOutages bool `json:"waits_out_outages,omitempty"`
 }
 
 // TurnResult is one recorded model turn: what it asked for or concluded,
@@ -95,7 +99,7 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	m, fallback := a.modelFor(ctx, "triage")
 	reply, err := m.TriageTurn(ctx, TurnRequest{Claim: in.Claim, Turn: in.Turn, Messages: msgs, Final: in.Final})
 	if err != nil {
-		return TurnResult{}, withAttempt(ctx, err)
+		return TurnResult{}, a.outage(ctx, DependencyModel, in.WaitsOutOutages, withAttempt(ctx, err))
 	}
 	turn := reply.Output
 	if len(turn.ToolCalls) > 0 {

@@ -61,6 +61,8 @@ type AssessInput struct {
 	Price Price `json:"price,omitzero"`
 	// WaitsForBudget: as TurnInput's.
 	WaitsForBudget bool `json:"waits_for_budget,omitempty"`
+	// WaitsOutOutages: as TurnInput's.
+	WaitsOutOutages bool `json:"waits_out_outages,omitempty"`
 }
 
 // TriageClaim is step 2: the model classifies the claim.
@@ -93,7 +95,7 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	m, _ := a.modelFor(ctx, "assess")
 	res, err := callModel(ctx, a, m, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return m.Assess(ctx, in.AssessRequest) })
 	if err != nil {
-		return res, withAttempt(ctx, err)
+		return res, a.outage(ctx, DependencyModel, in.WaitsOutOutages, withAttempt(ctx, err))
 	}
 	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
 	countModelCall(ctx, res.Model, "assess", res.Usage)

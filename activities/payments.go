@@ -78,6 +78,8 @@ type PayInput struct {
 	// Approval is the decision behind a payout a human had to approve:
 	// the payment verifies it again itself (payout.go).
 	Approval *PayApproval `json:"approval,omitempty"`
+	// WaitsOutOutages: as TurnInput's (Stripe down).
+	WaitsOutOutages bool `json:"waits_out_outages,omitempty"`
 }
 
 // PayResult is the transfer that paid the claim.
@@ -122,7 +124,7 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 		return PayResult{}, err
 	}
 	if tr, err := a.findTransfer(ctx, in); err != nil {
-		return PayResult{}, alertOnConflict(ctx, in.Key, err)
+		return PayResult{}, a.outage(ctx, DependencyStripe, in.WaitsOutOutages, alertOnConflict(ctx, in.Key, err))
 	} else if tr != nil {
 		logger(ctx).Info("transfer already made under this key", "key", in.Key, "transfer", tr.ID)
 		metrics.Activity(ctx, metrics.IdempotencyReplays, map[string]string{"tool": metrics.ToolStripe, "by": "lookup"})
@@ -143,7 +145,7 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	params.AddMetadata("idempotency_key", string(in.Key))
 	tr, err := a.Stripe.Transfers.New(params)
 	if err != nil {
-		return PayResult{}, alertOnConflict(ctx, in.Key, classifyStripe(err))
+		return PayResult{}, a.outage(ctx, DependencyStripe, in.WaitsOutOutages, alertOnConflict(ctx, in.Key, classifyStripe(err)))
 	}
 	if err := matches(tr, in); err != nil {
 		return PayResult{}, alertOnConflict(ctx, in.Key, err)
@@ -232,6 +234,10 @@ func matches(tr *stripe.Transfer, in PayInput) error {
 // classifyStripe decides what a retry can fix. Rate limits, in-flight keys,
 // server errors and network failures retry (with the same key); a refusal
 // of the request itself does not.
+// errStripeUnavailable is the error type of a Stripe answer that says it
+// cannot serve now (429, 5xx): retried, and an outage after OutageAfter.
+const errStripeUnavailable = "StripeUnavailable"
+
 func classifyStripe(err error) error {
 	var se *stripe.Error
 	if !errors.As(err, &se) {
@@ -248,7 +254,10 @@ func classifyStripe(err error) error {
 	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
 		return temporal.NewNonRetryableApplicationError(msg, ErrPaymentConfig, err)
 	case se.HTTPStatusCode == http.StatusConflict, se.HTTPStatusCode == http.StatusTooManyRequests, se.HTTPStatusCode >= 500:
-		return temporal.NewApplicationError(msg, "StripeUnavailable", err)
+		if se.HTTPStatusCode == http.StatusConflict {
+			return temporal.NewApplicationError(msg, "StripeKeyInUse", err) // another attempt holds the key: not an outage
+		}
+		return temporal.NewApplicationError(msg, errStripeUnavailable, err)
 	case se.HTTPStatusCode >= 400:
 		return temporal.NewNonRetryableApplicationError(msg, ErrPaymentRefused, err)
 	}

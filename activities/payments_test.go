@@ -210,15 +210,26 @@ func ownedByTestWorkflow(t *testing.T, a *Activities, id string) {
 }
 
 // payWorkflow runs the real PayClaimant under the real retry policy of a
-// workflow, so retries are Temporal's, not ours.
+// workflow, so retries are Temporal's, not ours; a payment that hands back
+// a wait for Stripe (DependencyDown) is run again after it, as the claim
+// workflow does. downs counts those hand-backs.
 func payWorkflow(ctx workflow.Context, in PayInput) (PayResult, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Second,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 10},
 	})
-	var r PayResult
-	err := workflow.ExecuteActivity(ctx, (*Activities).PayClaimant, in).Get(ctx, &r)
-	return r, err
+	for range 10 {
+		var r PayResult
+		err := workflow.ExecuteActivity(ctx, (*Activities).PayClaimant, in).Get(ctx, &r)
+		var appErr *temporal.ApplicationError
+		if !errors.As(err, &appErr) || appErr.Type() != ErrDependencyDown {
+			return r, err
+		}
+		if err := workflow.Sleep(ctx, time.Second); err != nil {
+			return r, err
+		}
+	}
+	return PayResult{}, errors.New("stripe down for ten waits")
 }
 
 func TestEveryAttemptSendsTheSameIdempotencyKey(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -242,6 +243,89 @@ type stuckClaim struct {
 	Why         string        `json:"why"`
 	Idle        time.Duration `json:"idle_ns"`
 	LastEvent   time.Time     `json:"last_event"`
+	// WaitingOn is the dependency the claim waits for ("model", "stripe"),
+	// Idle then counting from when it began to wait.
+	WaitingOn string `json:"waiting_on,omitempty"`
+}
+
+// overdueWaits are the waits past their deadline by more than floor, from
+// the approval queue: oldest deadline first, so only the overdue are read.
+func overdueWaits(ctx context.Context, st *store.Store, now time.Time, floor time.Duration) ([]stuckClaim, error) {
+	var found []stuckClaim
+	var cur *store.QueueCursor
+	for {
+		page, err := st.ApprovalQueue(ctx, store.QueueFilter{}, cur, 500)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			if now.Sub(r.Deadline) <= floor {
+				return found, nil
+			}
+			found = append(found, stuckClaim{ClaimID: r.ClaimID, ClaimStatus: r.Stage, Idle: now.Sub(r.Deadline),
+				Why: fmt.Sprintf("wait past its deadline %s (is any worker running?)", r.Deadline.Format(time.RFC3339))})
+		}
+		if len(page) < 500 {
+			return found, nil
+		}
+		next := store.CursorAfter(page[len(page)-1])
+		cur = &next
+	}
+}
+
+// dependencyWaits are the claims waiting for a dependency that is down
+// (the model provider, Stripe), and how many wait for each since when: their
+// status says so. Each claim at work is asked (at most maxRead), so this
+// needs a worker to answer.
+func dependencyWaits(ctx context.Context, c client.Client, now time.Time, maxRead int) ([]stuckClaim, map[string]*outage, error) {
+	atWork := fmt.Sprintf("ExecutionStatus = 'Running' AND %s = %q", workflows.ClaimStatusKey.GetName(), workflows.StatusRunning)
+	working, err := listClaimsLimit(ctx, c, atWork, maxRead)
+	if err != nil {
+		return nil, nil, err
+	}
+	var found []stuckClaim
+	outages := map[string]*outage{}
+	for _, r := range working {
+		dep, since, ok := waitingOn(ctx, c, r.ClaimID, r.RunID)
+		if !ok {
+			continue
+		}
+		found = append(found, stuckClaim{ClaimID: r.ClaimID, ClaimStatus: r.ClaimStatus, Idle: now.Sub(since), WaitingOn: dep,
+			Why: fmt.Sprintf("waiting for %s since %s (%s)", dep, since.Format(time.RFC3339), now.Sub(since).Round(time.Second))})
+		o := outages[dep]
+		if o == nil {
+			o = &outage{Dependency: dep, Since: since}
+			outages[dep] = o
+		}
+		o.Claims++
+		if since.Before(o.Since) {
+			o.Since = since
+		}
+	}
+	return found, outages, nil
+}
+
+// outage is how many claims wait for one dependency, the first since when.
+type outage struct {
+	Dependency string
+	Claims     int
+	Since      time.Time
+}
+
+// waitingOn asks a claim's status what dependency it waits for, if any;
+// a claim that does not answer in 2 s (no worker) is taken as not waiting.
+func waitingOn(ctx context.Context, c client.Client, id, runID string) (string, time.Time, bool) {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	v, err := c.QueryWorkflow(qctx, id, runID, workflows.QueryStatus)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	var st workflows.Status
+	if v.Get(&st) != nil || st.WaitingOn == "" {
+		return "", time.Time{}, false
+	}
+	return st.WaitingOn, st.WaitingSince, true
 }
 
 // stuck finds running claims with no step progress for more than factor ×
@@ -270,34 +354,23 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 	}
 	threshold := max(time.Duration(*factor*float64(p95)), *floor)
 	now := time.Now()
-	var found []stuckClaim
-
-	// Waits past their deadline, from the approval queue: oldest deadline
-	// first, so only the overdue are read.
 	st, err := openStore()
 	if err != nil {
 		return 0, err
 	}
 	defer st.Close()
-	var cur *store.QueueCursor
-	for overdue := true; overdue; {
-		page, err := st.ApprovalQueue(ctx, store.QueueFilter{}, cur, 500)
-		if err != nil {
-			return 0, err
-		}
-		for _, r := range page {
-			if now.Sub(r.Deadline) <= *floor {
-				overdue = false
-				break
-			}
-			found = append(found, stuckClaim{ClaimID: r.ClaimID, ClaimStatus: r.Stage, Idle: now.Sub(r.Deadline),
-				Why: fmt.Sprintf("wait past its deadline %s (is any worker running?)", r.Deadline.Format(time.RFC3339))})
-		}
-		if len(page) < 500 {
-			break
-		}
-		next := store.CursorAfter(page[len(page)-1])
-		cur = &next
+	found, err := overdueWaits(ctx, st, now, *floor)
+	if err != nil {
+		return 0, err
+	}
+	waits, outages, err := dependencyWaits(ctx, c, now, *maxRead)
+	if err != nil {
+		return 0, err
+	}
+	found = append(found, waits...)
+	waiting := map[string]bool{}
+	for _, w := range waits {
+		waiting[w.ClaimID] = true
 	}
 	// Claims at work: only those started before the threshold can have been
 	// idle that long, so only their last event is read (at most --max).
@@ -308,6 +381,9 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 		return 0, err
 	}
 	for _, r := range running {
+		if waiting[r.ClaimID] {
+			continue
+		}
 		last, err := lastEvent(ctx, c, r.ClaimID, r.RunID)
 		if err != nil {
 			return 0, err
@@ -326,6 +402,10 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 		}
 	} else {
 		fmt.Fprintf(out, "p95 step time %s over recent claims; stuck after %s idle\n", p95.Round(time.Millisecond), threshold.Round(time.Second))
+		for _, dep := range slices.Sorted(maps.Keys(outages)) {
+			o := outages[dep]
+			fmt.Fprintf(out, "%d waiting for %s, the first since %s (%s)\n", o.Claims, dep, o.Since.Format(time.RFC3339), now.Sub(o.Since).Round(time.Second))
+		}
 		if len(found) == 0 {
 			fmt.Fprintln(out, "no stuck claims")
 		}

@@ -1,7 +1,7 @@
 // Command claimsctl is the operator's command for durableclaims.
 //
 //	claimsctl list [--status S] [--limit 50] [--json]   waiting claims from the approval queue, others from visibility
-//	claimsctl stuck [--json]      runs with no progress, waits past their deadline
+//	claimsctl stuck [--json]      runs with no progress, waits past their deadline, claims waiting for a dependency
 //	claimsctl show CLAIM...       narrate a claim from its event history
 //	claimsctl payments CLAIM...   transfers per claim, from the payment provider
 //	claimsctl wait --status waiting CLAIM...   block until claims reach a status
@@ -52,7 +52,7 @@ const usage = `usage:
   claimsctl list [--status S] [--limit 50] [--json]   claims: waiting or escalated from the approval queue, oldest
                                 deadline first, with counts (--after CURSOR, --currency, --approver ID);
                                 any other status from visibility, newest first
-  claimsctl stuck [--factor 10] [--floor 30s] [--max 500] [--json]   idle runs and waits past their deadline; exit 3 if any
+  claimsctl stuck [--factor 10] [--floor 30s] [--max 500] [--json]   idle runs, waits past their deadline, claims waiting for a dependency that is down (how many, since when); exit 3 if any
   claimsctl show [--json] CLAIM...   each step from the event history: attempts, resumes, recorded outputs
   claimsctl payments CLAIM...   transfers per claim, from the payment provider
   claimsctl wait [--status waiting,escalated | --closed] [--timeout 2m] CLAIM...

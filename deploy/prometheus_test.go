@@ -119,6 +119,7 @@ var alertSpecs = map[string]struct {
 	"ForeignWorkflowTask":            {"critical", []string{"foreign_workflow_tasks_total"}, ""},
 	"ClaimsDeadLettered":             {"warning", []string{"claims_completed_total"}, ""},
 	"StatutoryDeadlineBreached":      {"warning", []string{"statutory_breaches_total"}, ""},
+	"DependencyDown":                 {"warning", []string{"dependency_waits_total"}, ""},
 	"PaymentDiscrepancy":             {"critical", []string{"reconciliation_last_run_unmatched", "reconciliation_discrepancies_total"}, ""},
 	"ApprovalsPastDeadline":          {"warning", []string{"approvals_waiting"}, "1h"},
 	"ResumeRateHigh":                 {"warning", []string{"claim_resumes_total", "claims_completed_total"}, "15m"},

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,4 +99,57 @@ func (w *world) waitActivityStarted(id, typ string) *workflowpb.PendingActivityI
 		return false
 	}, time.Minute, 20*time.Millisecond, "%s never started %s", id, typ)
 	return found
+}
+
+// Stripe down for over a minute under twenty claims: none dead-letters
+// or burns its retries. Each payment hands its wait back after its first
+// attempts and the claim waits on durable timers; claimsctl stuck says how
+// many wait for Stripe and since when, the worker counts each wait
+// (dependency_waits_total, the DependencyDown alert's metric); once Stripe
+// answers again every claim is paid, once.
+func TestClaimsWaitOutAStripeOutage(t *testing.T) {
+	w := newWorld(t)
+	metrics := freePort(t)
+	testenv.Supervise(t, append(append([]string{}, w.env...), "METRICS_ADDR="+metrics), filepath.Join(w.bin, "worker"))
+	w.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultErrorBeforeCommit, Times: -1})
+	down := time.Now()
+
+	var files, ids []string
+	dir := t.TempDir()
+	for i := range 20 {
+		// Twenty claimants: one claimant's twentieth claim would go to a
+		// person (the prior-claims review rule) before any payment.
+		id := fmt.Sprintf("claim-e2e-outage-%02d", i)
+		ids = append(ids, id)
+		path := filepath.Join(dir, id+".json")
+		doc := fmt.Sprintf(`{"claim_id":%q,"policy_id":"pol-1001","claimant":{"name":"Claimant %02d","email":"c%02d@example.com","stripe_account":"acct_1C%02d"},
+			"amount":"640.00","currency":"usd","description":"A burst pipe flooded the kitchen overnight","documents":[]}`, id, i, i, i)
+		require.NoError(t, os.WriteFile(path, []byte(doc), 0o644))
+		files = append(files, path)
+	}
+	w.start(files...)
+	var out string
+	require.Eventually(t, func() bool {
+		var err error
+		out, err = w.ctl("stuck", "--factor", "0", "--floor", "1h")
+		return exitCode(err) == 3 && strings.Contains(out, "20 waiting for stripe, the first since")
+	}, 60*time.Second, time.Second, "claimsctl stuck never counted the twenty waiting for Stripe: %s", out)
+	assert.Contains(t, out, "claim-e2e-outage-00  running  waiting for stripe since")
+	m := scrape(t, metrics)
+	assert.Equal(t, 20.0, value(m, "dependency_waits_total", `dependency="stripe"`), "one wait counted a claim")
+
+	// Back after 70 s: between every claim's first wait (30 s ± 10 %) and
+	// its second (60 s more), so each is paid on its second try.
+	time.Sleep(time.Until(down.Add(70 * time.Second)))
+	w.sim.ClearFaults()
+	for _, id := range ids {
+		r := w.result(id)
+		require.Equal(t, workflows.StatusPaid, r.Status, "%s: %+v", id, r)
+		n, _ := w.transfers(id)
+		assert.Equal(t, 1, n, "%s: one transfer", id)
+		assert.Less(t, r.StepsExecuted, 30, "%s: the outage burned no retry policy", id)
+	}
+	out, err := w.ctl("stuck", "--factor", "0", "--floor", "1h")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "no stuck claims")
 }

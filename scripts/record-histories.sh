@@ -66,6 +66,11 @@ start held 2500.00 --approval-ttl 2s --escalation-ttl 2s
 # deadline is reached by its timer, and the notices run local in its task.
 start escalated 2500.00 --approval-ttl 16s --escalation-ttl 2s
 start capped 640.00 --max-payout 100.00
+# Stripe down for the payment's first three attempts: it hands the wait
+# back after two, waits 30 s on a durable timer, and pays on the next try.
+curl -fsS -X POST "http://$STRIPESIM_ADDR/_sim/faults" -H 'Content-Type: application/json' \
+  -d "{\"fault\":\"500-before-commit\",\"transfer_group\":\"$(id stripe-down)\",\"times\":3}" >/dev/null
+start stripe-down 640.00
 # Nothing payable (pol-1001 pays in USD): under the law a person decides the denial.
 start denied 640.00 --currency eur
 start four-eyes 1840.00 --four-eyes-above 1500
@@ -128,7 +133,7 @@ overdue escalated
 signal escalated reject "$(receipt reject escalated supervisor-3 --reason 'the damage predates the policy')"
 
 for name in auto crashed-pay crashed-notify crashed-triage approved approved-update rejected amended held escalated capped denied \
-  four-eyes lowered refused frequent unregistered loosened handed-on withdrawn; do
+  four-eyes lowered refused frequent unregistered loosened handed-on withdrawn stripe-down; do
   bin/claimsctl wait --closed --timeout 2m "$(id "$name")" >/dev/null
   "$TEMPORAL" workflow show --workflow-id "$(id "$name")" --output json > "$OUT/$(id "$name").json"
   echo "    $OUT/$(id "$name").json"

@@ -15,6 +15,7 @@ const (
 	CapModelSpend     = "model spend"
 	CapModelCapacity  = "model capacity"
 	CapApprovalRounds = "approval rounds"
+	CapDependency     = "dependency outage"
 )
 
 // capError is a cap the run hit: never retried, always dead-lettered.

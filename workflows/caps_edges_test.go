@@ -1,14 +1,18 @@
 package workflows
 
 import (
+	"fmt"
 	"strings"
+	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/durableclaims/durableclaims/activities"
+	"github.com/durableclaims/durableclaims/internal/claim"
 )
 
 // The caps at their edges, each on its own: what a run at exactly a cap
@@ -164,4 +168,70 @@ func (s *ClaimSuite) TestARefusalUnderTheStepCapIsNoCap() {
 	s.Require().NotNil(r.DeadLetter)
 	s.Equal("PaymentRefused", r.DeadLetter.ErrorType, r.DeadLetter.Error)
 	s.Empty(r.DeadLetter.Cap)
+}
+
+// An hour of Stripe down is waited out, not dead-lettered: the payment
+// hands its wait back after its first attempts, the run waits on durable
+// timers (30 s doubling to 5 min) holding no worker, says what it waits on
+// and since when, and pays once Stripe is back. The attempts the waits
+// took stay well inside the step cap.
+func (s *ClaimSuite) TestAnHourOfStripeDownIsWaitedOut() {
+	begin := s.env.Now()
+	s.calls.stripeDownUntil = begin.Add(time.Hour)
+	var during Status
+	s.env.RegisterDelayedCallback(func() { during = s.status() }, 30*time.Minute)
+	s.start(testClaim("claim-0091", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status, r.Reason)
+	s.Equal("tr_1", r.TransferID)
+	s.Equal(activities.DependencyStripe, during.WaitingOn)
+	s.WithinDuration(begin, during.WaitingSince, time.Minute, "waiting since the payment first found Stripe down")
+	s.Equal(int(claim.StepPay), during.Step)
+	pays := len(s.calls.keys["pay"])
+	s.GreaterOrEqual(pays, 12, "a wait of 30 s doubling to 5 min: some 15 in an hour")
+	s.LessOrEqual(pays, 20)
+	s.Less(r.StepsExecuted, 40, "one attempt a wait counts, not a retry policy's worth")
+	s.Less(s.env.Now().Sub(begin), time.Hour+6*time.Minute, "back within a wait of Stripe's return")
+	s.Empty(s.status().WaitingOn, "no longer waiting once paid")
+}
+
+// A model provider down for an hour is waited out the same way, in the
+// assessment.
+func (s *ClaimSuite) TestAnHourOfTheModelDownIsWaitedOut() {
+	s.calls.modelDownUntil = s.env.Now().Add(time.Hour)
+	s.start(testClaim("claim-0092", "640.00"), Options{})
+	r := s.result()
+	s.Equal(StatusPaid, r.Status, r.Reason)
+	s.GreaterOrEqual(len(s.calls.keys["assess"]), 12)
+	s.Len(s.calls.pays, 1)
+}
+
+// The waits are bounded: a dependency down for good stops the claim after
+// a day of waiting in one step, with a cap (dead-lettered, redrivable once
+// it is back), not a history that grows until the server ends it.
+func (s *ClaimSuite) TestOutageWaitsEndAtADay() {
+	s.calls.stripeDownUntil = s.env.Now().Add(1000 * time.Hour)
+	s.start(testClaim("claim-0093", "640.00"), Options{Caps: Caps{MaxAge: 30 * 24 * time.Hour}})
+	r := s.result()
+	s.Equal(StatusDeadLettered, r.Status)
+	s.Require().NotNil(r.DeadLetter)
+	s.Equal(ErrCap, r.DeadLetter.ErrorType)
+	s.Equal(CapDependency, r.DeadLetter.Cap)
+	s.Contains(r.DeadLetter.Error, "for stripe over")
+	s.Empty(s.calls.pays)
+}
+
+// Each claim waits its own tenth longer or shorter, the same on every
+// replay, so the claims an outage parked do not all come back at once.
+func TestOutageBackoffDoublesToFiveMinutesSpreadByClaim(t *testing.T) {
+	assert.InDelta(t, float64(30*time.Second), float64(outageBackoff("claim-1", 0)), float64(3*time.Second))
+	assert.InDelta(t, float64(60*time.Second), float64(outageBackoff("claim-1", 1)), float64(6*time.Second))
+	assert.InDelta(t, float64(5*time.Minute), float64(outageBackoff("claim-1", 4)), float64(30*time.Second))
+	assert.InDelta(t, float64(5*time.Minute), float64(outageBackoff("claim-1", 300)), float64(30*time.Second))
+	assert.Equal(t, outageBackoff("claim-1", 2), outageBackoff("claim-1", 2), "the same on replay")
+	spread := map[time.Duration]bool{}
+	for i := range 20 {
+		spread[outageBackoff(fmt.Sprintf("claim-%04d", i), 4)] = true
+	}
+	assert.Greater(t, len(spread), 10, "claims wait different times")
 }

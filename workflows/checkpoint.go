@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"hash/fnv"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/activities"
 	"github.com/durableclaims/durableclaims/internal/claim"
+	"github.com/durableclaims/durableclaims/internal/metrics"
 )
 
 // The checkpoint rule (docs/design.md, "The checkpoint rule").
@@ -313,8 +315,16 @@ func (r *claimRun) ruled() {
 func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interface{ Attempts() int32 }) error {
 	var rounds int
 	var waited time.Duration
+	var down outageWait
 	for {
 		err := r.execOnce(ctx, p, fn, in, out)
+		if dep, attempt, ok := dependencyDown(err); ok && r.since.outageWaits {
+			if err := r.waitOut(ctx, p, &down, dep, attempt, err); err != nil {
+				return err
+			}
+			continue
+		}
+		r.waitingOn = ""
 		wait, attempt, ok := budgetWait(err)
 		if !ok || !r.since.budgetWaits {
 			return err
@@ -333,6 +343,77 @@ func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interf
 		}
 		r.taskBoundary()
 	}
+}
+
+// outageWait is one step's waits for a dependency that is down.
+type outageWait struct {
+	rounds int
+	waited time.Duration
+}
+
+// waitOut waits for a dependency the step found down (DependencyDown):
+// 30 s, doubling to 5 min, each a tenth longer or shorter by the claim
+// (so the claims an outage parked do not all come back in the same
+// second), for up to a day per step; then the claim stops with a cap
+// (dead-lettered, redrivable). The attempts that found it down are not
+// the claim's doing and do not count against its step cap: the day, and
+// at most 400 waits (some 4,000 history events), bound them. The wait
+// holds no worker.
+func (r *claimRun) waitOut(ctx workflow.Context, p stepPlan, w *outageWait, dep string, attempt int32, err error) error {
+	if w.rounds >= maxOutageRounds || w.waited >= maxOutageWaitPerStep {
+		r.waitingOn = ""
+		return capErr(CapDependency, "the %s step waited %s for %s over %d waits; the last: %v", p.name, w.waited, dep, w.rounds, err)
+	}
+	if r.waitingOn != dep {
+		r.waitingOn, r.waitingSince = dep, workflow.Now(ctx)
+		metrics.Count(ctx, metrics.DependencyWaits, map[string]string{"dependency": dep})
+	}
+	wait := outageBackoff(r.workflowID, w.rounds)
+	w.rounds++
+	w.waited += wait
+	workflow.GetLogger(ctx).Warn("dependency down: waiting", "step", p.name, "dependency", dep, "attempt", attempt, "wait", wait, "waits", w.rounds, "since", r.waitingSince)
+	if err := workflow.Sleep(ctx, wait); err != nil {
+		return err
+	}
+	r.taskBoundary()
+	return nil
+}
+
+// The bounds of a step's waits for a dependency that is down: a day, or
+// 400 waits, whichever comes first (at 5 min a wait, a day is 290).
+const (
+	maxOutageWaitPerStep = 24 * time.Hour
+	maxOutageRounds      = 400
+	firstOutageWait      = 30 * time.Second
+	maxOutageWait        = 5 * time.Minute
+)
+
+// outageBackoff is the round'th wait of claim id: 30 s doubling to 5 min,
+// then ±10 % by the claim's ID, the same on every replay.
+func outageBackoff(id string, round int) time.Duration {
+	wait := maxOutageWait
+	if round < 4 {
+		wait = min(firstOutageWait<<round, maxOutageWait)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	spread := int64(h.Sum32()%201) - 100 // -100..100 thousandths: ±10 %
+	return wait + time.Duration(int64(wait)/1000*spread)
+}
+
+// dependencyDown reads the dependency a step found down and the attempt
+// that handed the wait back.
+func dependencyDown(err error) (string, int32, bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) || appErr.Type() != activities.ErrDependencyDown {
+		return "", 0, false
+	}
+	var dep string
+	var attempt int32
+	if appErr.Details(&dep, &attempt) != nil || dep == "" {
+		return "unknown", 1, true
+	}
+	return dep, attempt, true
 }
 
 // The bounds of a step's waits for model capacity: a day, or 200 waits

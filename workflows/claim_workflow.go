@@ -202,7 +202,7 @@ func (r *claimRun) run(ctx workflow.Context) (ClaimResult, error) {
 	if err := r.exec(ctx, plan.effect, a.PayClaimant, activities.PayInput{
 		Key: r.key(claim.StepPay), WorkflowID: r.workflowID, ClaimID: c.ID,
 		AmountMinor: payout, Currency: c.Currency, Destination: c.Claimant.StripeAccount,
-		Approval: payApproval(r.gate.Current()),
+		Approval: payApproval(r.gate.Current()), WaitsOutOutages: r.since.outageWaits,
 	}, &r.pay); err != nil {
 		return r.deadLetter(ctx, err)
 	}
@@ -368,7 +368,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 	}
 	r.enter(ctx, claim.StepAssess)
 	in := activities.AssessInput{Key: key, AssessRequest: activities.AssessRequest{Claim: r.claim, Triage: triage, Coverage: r.coverage},
-		WaitsForBudget: r.since.budgetWaits}
+		WaitsForBudget: r.since.budgetWaits, WaitsOutOutages: r.since.outageWaits}
 	if r.since.agent {
 		in.Price = r.price
 	}

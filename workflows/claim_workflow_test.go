@@ -93,6 +93,11 @@ type calls struct {
 	budgetAttempt int32
 	// budgetWaitFor is the wait each hands back (default 5 minutes).
 	budgetWaitFor time.Duration
+	// modelDownUntil and stripeDownUntil: until then (the test clock) the
+	// assessment and the payment find their dependency down and hand the
+	// wait back (DependencyDown), as the activities do after their first
+	// attempts.
+	modelDownUntil, stripeDownUntil time.Time
 	// escalateFails is how many attempts of the escalation notice fail
 	// (a mail relay that is down) before one succeeds.
 	escalateFails int
@@ -126,6 +131,12 @@ func (c *calls) sendLetter(now time.Time, key claim.IdempotencyKey, f activities
 		Subject: l.Subject, Body: l.Body}
 	c.letters = append(c.letters, sent)
 	return sent, nil
+}
+
+// dependencyDownErr is what a step hands back after its first attempts
+// found dep down (activities/outage.go): on its second attempt.
+func dependencyDownErr(dep string) error {
+	return temporal.NewNonRetryableApplicationError(dep+" unavailable (attempt 2): 503", activities.ErrDependencyDown, nil, dep, int32(2))
 }
 
 // budgetWait hands a wait back (5 minutes unless budgetWaitFor), while the knob says so, to a
@@ -291,6 +302,9 @@ func (s *ClaimSuite) SetupTest() {
 			if err := c.budgetWait(in.WaitsForBudget); err != nil {
 				return activities.AssessResult{}, err
 			}
+			if env.Now().Before(c.modelDownUntil) {
+				return activities.AssessResult{}, dependencyDownErr(activities.DependencyModel)
+			}
 			r, err := rules.Assess(ctx, in.AssessRequest)
 			out, u := r.Output, r.Usage
 			if c.recommendNothing {
@@ -304,6 +318,9 @@ func (s *ClaimSuite) SetupTest() {
 			c.add("pay", in.Key)
 			if c.payErr != nil {
 				return activities.PayResult{}, c.payErr
+			}
+			if env.Now().Before(c.stripeDownUntil) {
+				return activities.PayResult{}, dependencyDownErr(activities.DependencyStripe)
 			}
 			c.mu.Lock()
 			c.pays = append(c.pays, in)
@@ -486,7 +503,7 @@ func (s *ClaimSuite) TestBelowThresholdIsPaidWithoutAHuman() {
 	s.Equal([]claim.IdempotencyKey{"claim-0001:step9"}, k["audit"])
 	s.Require().Len(s.calls.pays, 1)
 	s.Equal(activities.PayInput{Key: "claim-0001:step6", WorkflowID: "claim-0001", ClaimID: "claim-0001",
-		AmountMinor: 64000, Currency: "usd", Destination: "acct_1Ada"}, s.calls.pays[0])
+		AmountMinor: 64000, Currency: "usd", Destination: "acct_1Ada", WaitsOutOutages: true}, s.calls.pays[0])
 
 	// Search attributes change twice (running, then paid), not per step.
 	s.Equal([]string{StatusRunning, StatusPaid}, s.statuses())

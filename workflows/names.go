@@ -204,6 +204,10 @@ type Status struct {
 	Reason          string `json:"reason,omitempty"`
 	// Version is the claim's version in the system of record, as last read.
 	Version int64 `json:"version"`
+	// WaitingOn is the dependency the current step waits for to come back
+	// ("model", "stripe"), since WaitingSince; empty when it waits on none.
+	WaitingOn    string    `json:"waiting_on,omitempty"`
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
 	// StepsExecuted counts activity executions, retries included.
 	StepsExecuted int `json:"steps_executed"`
 	// ModelSpendMicros is the model spend so far, in millionths of a dollar.

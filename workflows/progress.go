@@ -29,6 +29,10 @@ type progress struct {
 	tokensIn      int64
 	tokensOut     int64
 	toolCalls     int
+	// waitingOn is the dependency the current step waits for (outage
+	// waits, checkpoint.go), since waitingSince; empty when none.
+	waitingOn    string
+	waitingSince time.Time
 }
 
 func (p *progress) setPayout(minor int64) { p.payoutMinor, p.payoutKnown = minor, true }
@@ -50,6 +54,9 @@ func (r *claimRun) snapshot() Status {
 		Approval: r.gate.Current(), Attempts: r.gate.Attempts(), AttemptsDropped: r.gate.Dropped()}
 	if r.payoutKnown {
 		s.Payout = claim.FormatAmount(r.payoutMinor, c.Currency)
+	}
+	if r.waitingOn != "" {
+		s.WaitingOn, s.WaitingSince = r.waitingOn, r.waitingSince
 	}
 	if r.trust != nil {
 		s.Audience = r.trust.Audience

@@ -37,7 +37,7 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 		}
 		in := activities.TurnInput{Key: step.Sub(fmt.Sprintf("turn%d", turn)), Claim: r.claim, Turn: turn,
 			Final: turn == r.caps.MaxTriageTurns, Conversation: conv, ToolResults: results, Price: r.price,
-			WaitsForBudget: r.since.budgetWaits}
+			WaitsForBudget: r.since.budgetWaits, WaitsOutOutages: r.since.outageWaits}
 		var res activities.TurnResult
 		if err := r.exec(ctx, plan.turn, a.TriageTurn, in, &res); err != nil {
 			return activities.Triage{}, err

@@ -71,6 +71,12 @@ import "go.temporal.io/sdk/workflow"
 //	                held for the supervisors (an overdue notice, never a
 //	                denial by silence), a model's "pay nothing" decided by
 //	                a person, and the clocks judged in the audit record
+//	versionOutage   a step whose dependency is down (the model provider,
+//	                Stripe: DependencyDown after its first attempts) waits
+//	                on durable timers, 30 s doubling to 5 min, and runs
+//	                again, for up to a day, instead of burning its retries
+//	                and dead-lettering the claim (checkpoint.go, exec); the
+//	                status query says what it waits on and since when
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -93,9 +99,10 @@ const (
 	versionProvenance     = 11
 	versionLocalNotices   = 12
 	versionLaw            = 13
+	versionOutage         = 14
 
 	// versionLatest is what new runs record.
-	versionLatest = versionLaw
+	versionLatest = versionOutage
 )
 
 // versionSwitches are what a run does by the version it recorded: one
@@ -115,6 +122,7 @@ type versionSwitches struct {
 	provenance     bool // versionProvenance: decisions and model calls name what made them
 	localNotices   bool // versionLocalNotices: the reminder and escalation run as plan.notice
 	law            bool // versionLaw: a jurisdiction's clocks, letters and hold
+	outageWaits    bool // versionOutage: a step whose dependency is down waits on durable timers
 }
 
 // switchesOf is the table: which changes a run of version v has.
@@ -133,5 +141,6 @@ func switchesOf(v workflow.Version) versionSwitches {
 		provenance:     v >= versionProvenance,
 		localNotices:   v >= versionLocalNotices,
 		law:            v >= versionLaw,
+		outageWaits:    v >= versionOutage,
 	}
 }

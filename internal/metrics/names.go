@@ -21,7 +21,11 @@ const (
 	// StatutoryBreaches counts a regulator's clocks (acknowledge, decide,
 	// pay, status) that ran out before their event, judged when a claim
 	// ends: each is an alert.
-	StatutoryBreaches    = "statutory_breaches"   // counter {clock, jurisdiction}
+	StatutoryBreaches = "statutory_breaches" // counter {clock, jurisdiction}
+	// DependencyWaits counts steps that found a dependency down and began
+	// to wait for it on durable timers (from versionOutage): one per step
+	// and outage, however long the wait.
+	DependencyWaits      = "dependency_waits"     // counter {dependency}
 	ClaimStepDuration    = "claim_step_duration"  // histogram {step, outcome}
 	ClaimHistoryBytes    = "claim_history_bytes"  // histogram {step}
 	ClaimHistoryEvents   = "claim_history_events" // histogram {step}
