@@ -51,6 +51,10 @@ const (
 	failAfter            // Stripe commits, the client sees a 500
 	dropConnection       // Stripe commits, the connection dies before the answer
 	refuseRequest        // Stripe refuses the request: 400, nothing committed
+	// Garbage after Stripe committed: the answer is not the transfer.
+	truncatedAfter // the body cut off mid-JSON
+	errorIn200     // a 200 whose body is an error, not a transfer
+	htmlAfter      // a proxy's HTML error page with a 200
 )
 
 func newFakeStripe(t *testing.T) *fakeStripe {
@@ -92,10 +96,24 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		f.sim.Handler().ServeHTTP(rec, r)
 	}
-	if next == failAfter {
+	switch next {
+	case failAfter:
 		rec = httptest.NewRecorder()
 		rec.WriteHeader(http.StatusInternalServerError)
 		io.WriteString(rec, `{"error":{"type":"api_error","message":"injected: after commit"}}`)
+	case truncatedAfter:
+		body := rec.Body.Bytes()
+		rec = httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/json")
+		rec.Write(body[:len(body)/2])
+	case errorIn200:
+		rec = httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/json")
+		io.WriteString(rec, `{"error":{"type":"api_error","message":"injected: an error inside a 200"}}`)
+	case htmlAfter:
+		rec = httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "text/html")
+		io.WriteString(rec, `<html><body><h1>502 Bad Gateway</h1></body></html>`)
 	}
 	f.mu.Lock()
 	f.log = append(f.log, seen{Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"), Status: rec.Code})

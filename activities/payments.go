@@ -144,6 +144,12 @@ func (a *Activities) PayClaimant(ctx context.Context, in PayInput) (PayResult, e
 	params.AddMetadata("step", strconv.Itoa(int(claim.StepPay)))
 	params.AddMetadata("idempotency_key", string(in.Key))
 	tr, err := a.Stripe.Transfers.New(params)
+	if err == nil && (tr == nil || tr.ID == "" || tr.Object != "transfer") {
+		// A 200 whose body is not a transfer (an error inside, a proxy's
+		// page that parsed): Stripe may have made one; the retry's lookup
+		// or the key finds it. Never taken for a transfer of nothing.
+		err = temporal.NewApplicationError("stripe answered 200 with no transfer in it", errStripeUnavailable)
+	}
 	if err != nil {
 		return PayResult{}, a.outage(ctx, DependencyStripe, in.WaitsOutOutages, alertOnConflict(ctx, in.Key, classifyStripe(err)))
 	}
@@ -231,13 +237,14 @@ func matches(tr *stripe.Transfer, in PayInput) error {
 	return nil
 }
 
+// errStripeUnavailable is the error type of a Stripe answer that says it
+// cannot serve now (429, 5xx) or is not an answer (a 200 that holds no
+// transfer): retried, and an outage after OutageAfter.
+const errStripeUnavailable = "StripeUnavailable"
+
 // classifyStripe decides what a retry can fix. Rate limits, in-flight keys,
 // server errors and network failures retry (with the same key); a refusal
 // of the request itself does not.
-// errStripeUnavailable is the error type of a Stripe answer that says it
-// cannot serve now (429, 5xx): retried, and an outage after OutageAfter.
-const errStripeUnavailable = "StripeUnavailable"
-
 func classifyStripe(err error) error {
 	var se *stripe.Error
 	if !errors.As(err, &se) {

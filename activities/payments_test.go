@@ -311,3 +311,24 @@ func TestReceiverFaultsEndInOneTransfer(t *testing.T) {
 		})
 	}
 }
+
+// Stripe answering garbage after it committed (a body cut off, an error
+// inside a 200, a proxy's HTML page): each is a clear error on that attempt,
+// never taken for a transfer, and the retry finds the transfer Stripe made:
+// one transfer, the claim paid with it.
+func TestGarbageFromStripeIsAnErrorNeverASecondTransfer(t *testing.T) {
+	for name, garbage := range map[string]fault{"truncated": truncatedAfter, "error in a 200": errorIn200, "html": htmlAfter} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeStripe(t)
+			a := newActivities(t, f)
+			f.failNext(garbage)
+			id := "claim-garbage-" + strings.ReplaceAll(name, " ", "-")
+			r := payThroughRetries(t, a, f, id)
+			trs := transfers(t, a, id)
+			require.Len(t, trs, 1, "exactly one transfer")
+			assert.Equal(t, trs[0].ID, r.TransferID)
+			assert.True(t, r.Replayed, "the retry found the transfer the garbled answer hid")
+			assert.Len(t, f.posts(), 1, "found by lookup, not asked for again")
+		})
+	}
+}
