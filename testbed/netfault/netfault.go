@@ -182,6 +182,12 @@ func (f Fault) String() string {
 	return string(f.Kind)
 }
 
+// Validate says whether f can be applied (a known kind, a positive rate).
+func (f Fault) Validate() error {
+	_, err := f.toxics()
+	return err
+}
+
 type toxic struct {
 	typ    string
 	stream Stream

@@ -117,7 +117,7 @@ func planFaults(seed uint64, workers []string, span, partition time.Duration) []
 		case netfault.Latency:
 			p.Fault = netfault.Fault{Kind: kind, Delay: between(time.Second, 5*time.Second), Jitter: between(0, time.Second)}
 		case netfault.Bandwidth:
-			p.Fault = netfault.Fault{Kind: kind, RateKBps: int64(between(4, 32))}
+			p.Fault = netfault.Fault{Kind: kind, RateKBps: 4 + rng.Int64N(29)} // 4–32 KB/s
 		case netfault.Reset:
 			p.Fault = netfault.Fault{Kind: kind, Delay: between(0, 300*time.Millisecond)}
 		default:
