@@ -86,11 +86,11 @@ func (w *world) waitActivityStarted(id, typ string) *workflowpb.PendingActivityI
 	w.t.Helper()
 	var found *workflowpb.PendingActivityInfo
 	require.Eventually(w.t, func() bool {
-		d, err := w.client.DescribeWorkflowExecution(context.Background(), id, "")
+		d, err := w.client.DescribeWorkflow(context.Background(), id, "")
 		if err != nil {
 			return false
 		}
-		for _, a := range d.GetPendingActivities() {
+		for _, a := range d.RawResponse.GetPendingActivities() {
 			if a.GetActivityType().GetName() == typ && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
 				found = a
 				return true
