@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"flag"
@@ -10,12 +9,12 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/durableclaims/durableclaims/testbed/modelsim"
+	"github.com/durableclaims/durableclaims/testbed/promtext"
 	"github.com/durableclaims/durableclaims/workflows"
 	enumspb "go.temporal.io/api/enums/v1"
 )
@@ -266,40 +265,21 @@ func (s *slotSampler) run(ctx context.Context) {
 }
 
 func (s *slotSampler) sample(ctx context.Context) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	samples, err := promtext.Get(ctx, s.url, "temporal_worker_task_slots_available", "temporal_worker_task_slots_used")
 	if err != nil {
 		return
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.available == nil {
 		s.available, s.used = map[string]float64{}, map[string]float64{}
 	}
-	for sc.Scan() {
-		line := sc.Text()
-		var name string
-		switch {
-		case strings.HasPrefix(line, "temporal_worker_task_slots_available{"):
-			name = "available"
-		case strings.HasPrefix(line, "temporal_worker_task_slots_used{"):
-			name = "used"
-		default:
+	for _, sm := range samples {
+		kind, v := sm.Label("worker_type"), sm.Value
+		if kind == "" {
 			continue
 		}
-		kind := label(line, "worker_type")
-		sp := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[sp+1:], 64)
-		if kind == "" || err != nil {
-			continue
-		}
-		if name == "available" {
+		if sm.Name == "temporal_worker_task_slots_available" {
 			if cur, ok := s.available[kind]; !ok || v < cur {
 				s.available[kind] = v
 			}
@@ -307,20 +287,6 @@ func (s *slotSampler) sample(ctx context.Context) {
 			s.used[kind] = v
 		}
 	}
-}
-
-// label reads one label's value from a Prometheus text line.
-func label(line, name string) string {
-	i := strings.Index(line, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	rest := line[i+len(name)+2:]
-	j := strings.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	return rest[:j]
 }
 
 func (s *slotSampler) minimum() map[string]float64 {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
@@ -12,13 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/durableclaims/durableclaims/testbed/modelsim"
 	"github.com/durableclaims/durableclaims/testbed/netfault"
+	"github.com/durableclaims/durableclaims/testbed/promtext"
 	"github.com/durableclaims/durableclaims/testbed/s3server"
 )
 
@@ -305,43 +303,23 @@ func (s *soak) waitHolding(ctx context.Context, worker string) map[string]int {
 	}
 }
 
-// slotsUsed reads temporal_worker_task_slots_used by worker type from a
-// worker's Prometheus endpoint.
+// slotsUsed reads a worker's task slots in use by worker type, and its
+// sticky cache's size (StickyCache), from its Prometheus endpoint.
 func slotsUsed(ctx context.Context, addr string) map[string]int {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	samples, err := promtext.Get(ctx, "http://"+addr+"/metrics", "temporal_worker_task_slots_used", "temporal_sticky_cache_size")
 	if err != nil {
 		return nil
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	return parseSlots(resp.Body)
-}
-
-func parseSlots(r io.Reader) map[string]int {
 	out := map[string]int{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "temporal_sticky_cache_size") {
-			if f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-				out["StickyCache"] += int(f)
-			}
-			continue
+	for _, s := range samples {
+		kind := s.Label("worker_type")
+		if s.Name == "temporal_sticky_cache_size" {
+			kind = "StickyCache"
 		}
-		if !strings.HasPrefix(line, "temporal_worker_task_slots_used{") {
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `worker_type="`)
-		typ, _, _ := strings.Cut(rest, `"`)
-		val := line[strings.LastIndexByte(line, ' ')+1:]
-		if f, err := strconv.ParseFloat(val, 64); err == nil && typ != "" {
-			out[typ] += int(f)
+		if kind != "" {
+			out[kind] += int(s.Value)
 		}
 	}
 	return out
