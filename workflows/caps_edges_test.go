@@ -2,11 +2,14 @@ package workflows
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
@@ -221,17 +224,99 @@ func (s *ClaimSuite) TestOutageWaitsEndAtADay() {
 	s.Empty(s.calls.pays)
 }
 
-// Each claim waits its own tenth longer or shorter, the same on every
-// replay, so the claims an outage parked do not all come back at once.
-func TestOutageBackoffDoublesToFiveMinutesSpreadByClaim(t *testing.T) {
-	assert.InDelta(t, float64(30*time.Second), float64(outageBackoff("claim-1", 0)), float64(3*time.Second))
-	assert.InDelta(t, float64(60*time.Second), float64(outageBackoff("claim-1", 1)), float64(6*time.Second))
-	assert.InDelta(t, float64(5*time.Minute), float64(outageBackoff("claim-1", 4)), float64(30*time.Second))
-	assert.InDelta(t, float64(5*time.Minute), float64(outageBackoff("claim-1", 300)), float64(30*time.Second))
-	assert.Equal(t, outageBackoff("claim-1", 2), outageBackoff("claim-1", 2), "the same on replay")
+// The first waits are for a blip: each claim waits its own tenth longer
+// or shorter, the same on every replay, so the claims an outage parked do
+// not all come back at once.
+func TestOutageBackoffDoublesSpreadByClaim(t *testing.T) {
+	now := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
+	assert.InDelta(t, float64(30*time.Second), float64(outageWake("claim-1", 0, now, now)), float64(3*time.Second))
+	assert.InDelta(t, float64(60*time.Second), float64(outageWake("claim-1", 1, now, now)), float64(6*time.Second))
+	assert.InDelta(t, float64(4*time.Minute), float64(outageWake("claim-1", 3, now, now)), float64(24*time.Second))
+	assert.Equal(t, outageWake("claim-1", 2, now, now), outageWake("claim-1", 2, now, now), "the same on replay")
 	spread := map[time.Duration]bool{}
 	for i := range 20 {
-		spread[outageBackoff(fmt.Sprintf("claim-%04d", i), 4)] = true
+		spread[outageWake(fmt.Sprintf("claim-%04d", i), 3, now, now)] = true
 	}
 	assert.Greater(t, len(spread), 10, "claims wait different times")
+}
+
+// After the blips, every waiting claim wakes once a tick of a grid they
+// share, at a place in the tick's sweep set by how long it has waited:
+// when the dependency is back, whoever has waited longest finds it first.
+// A thousand claims parked at random through an hour's outage, and the
+// dependency back at instants through the next hour: the claims on the
+// grid come back within a tick, never sooner than 30 s after a wait began,
+// at most once a tick; in each tick oldest first (any two that began
+// waiting more than half a minute apart); back between sweeps, all in the
+// order they began waiting, and back during one, the claims the sweep had
+// passed at the next tick.
+func TestOutageWaitsResumeOldestFirst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(45, 3))
+	down := time.Date(2026, 12, 6, 20, 0, 7, 0, time.UTC)
+	type parked struct {
+		id    string
+		since time.Time
+		wakes []time.Time
+	}
+	claims := make([]parked, 1000)
+	end := down.Add(3 * time.Hour)
+	for i := range claims {
+		c := &claims[i]
+		c.id = fmt.Sprintf("claim-%04d", i)
+		c.since = down.Add(time.Duration(rng.Int64N(int64(time.Hour))))
+		now := c.since
+		for round := 0; now.Before(end); round++ {
+			wait := outageWake(c.id, round, c.since, now)
+			require.GreaterOrEqual(t, wait, 27*time.Second, "%s round %d", c.id, round)
+			require.LessOrEqual(t, wait, outageTick+minGridWait, "%s round %d", c.id, round)
+			now = now.Add(wait)
+			c.wakes = append(c.wakes, now)
+			if round > gridFromRound {
+				prev := c.wakes[len(c.wakes)-2]
+				require.NotEqual(t, prev.Truncate(outageTick), now.Truncate(outageTick), "%s wakes twice in a tick", c.id)
+			}
+			if round >= gridFromRound {
+				require.Less(t, now.Sub(now.Truncate(outageTick)), outageSweep+outageTieBreak, "%s wakes in the sweep", c.id)
+			}
+		}
+	}
+	between, during := 0, 0
+	for back := down.Add(65 * time.Minute); back.Before(down.Add(2 * time.Hour)); back = back.Add(time.Duration(rng.Int64N(int64(3 * time.Minute)))) {
+		type resumed struct{ since, at time.Time }
+		var order []resumed
+		for _, c := range claims {
+			for k, at := range c.wakes {
+				if !at.Before(back) {
+					if k >= gridFromRound {
+						order = append(order, resumed{c.since, at})
+					}
+					assert.Less(t, at.Sub(back), outageTick+minGridWait, "%s back within a tick", c.id)
+					break
+				}
+			}
+		}
+		require.Greater(t, len(order), 800, "most claims are on the grid an hour in")
+		sort.Slice(order, func(i, j int) bool { return order[i].at.Before(order[j].at) })
+		inSweep := back.Sub(back.Truncate(outageTick)) < outageSweep
+		if inSweep {
+			during++
+		} else {
+			between++
+		}
+		for i := 1; i < len(order); i++ {
+			for j := range i {
+				sameTick := order[i].at.Truncate(outageTick).Equal(order[j].at.Truncate(outageTick))
+				if (sameTick || !inSweep) && order[j].since.Sub(order[i].since) > 30*time.Second {
+					t.Fatalf("back at %s: a claim waiting since %s came back at %s, before one waiting since %s (at %s)",
+						back.Format("15:04:05"), order[j].since.Format("15:04:05"), order[j].at.Format("15:04:05.000"),
+						order[i].since.Format("15:04:05"), order[i].at.Format("15:04:05.000"))
+				}
+			}
+		}
+		if first, last := order[0].at, order[len(order)-1].at; !inSweep {
+			assert.Greater(t, last.Sub(first), outageSweep/4, "back at %s: the claims come back through the sweep, not at once", back)
+		}
+	}
+	assert.Positive(t, between)
+	assert.Positive(t, during)
 }

@@ -349,28 +349,44 @@ func (r *claimRun) exec(ctx workflow.Context, p stepPlan, fn, in any, out interf
 type outageWait struct {
 	rounds int
 	waited time.Duration
+	// since is when the step first found a dependency down (from
+	// versionOutageGrid): its place on the grid, and the start of its day.
+	// Unlike the status's waiting_since it survives a wait for model
+	// capacity between two outage waits.
+	since time.Time
 }
 
 // waitOut waits for a dependency the step found down (DependencyDown):
-// 30 s, doubling to 5 min, each a tenth longer or shorter by the claim
-// (so the claims an outage parked do not all come back in the same
-// second), for up to a day per step; then the claim stops with a cap
-// (dead-lettered, redrivable). The attempts that found it down are not
-// the claim's doing and do not count against its step cap: the day, and
-// at most 400 waits (some 4,000 history events), bound them. The wait
-// holds no worker.
+// 30 s doubling to 4 min, each a tenth longer or shorter by the claim, for
+// a blip; then on the grid every waiting claim shares (outageWake), where
+// the claim that has waited longest comes back first. For up to a day per
+// step; then the claim stops with a cap (dead-lettered, redrivable). The
+// attempts that found it down are not the claim's doing and do not count
+// against its step cap: the day, and at most 400 waits (some 4,000 history
+// events), bound them. The wait holds no worker.
 func (r *claimRun) waitOut(ctx workflow.Context, p stepPlan, w *outageWait, dep string, attempt int32, err error) error {
+	now := workflow.Now(ctx)
+	if r.since.outageGrid {
+		if w.since.IsZero() {
+			w.since = now
+		}
+		w.waited = now.Sub(w.since) // what the clock says, whatever each wait was
+	}
 	if w.rounds >= maxOutageRounds || w.waited >= maxOutageWaitPerStep {
 		r.waitingOn = ""
 		return capErr(CapDependency, "the %s step waited %s for %s over %d waits; the last: %v", p.name, w.waited, dep, w.rounds, err)
 	}
 	if r.waitingOn != dep {
-		r.waitingOn, r.waitingSince = dep, workflow.Now(ctx)
+		r.waitingOn, r.waitingSince = dep, now
 		metrics.Count(ctx, metrics.DependencyWaits, map[string]string{"dependency": dep})
 	}
 	wait := outageBackoff(r.workflowID, w.rounds)
+	if r.since.outageGrid {
+		wait = outageWake(r.workflowID, w.rounds, w.since, now)
+	} else {
+		w.waited += wait
+	}
 	w.rounds++
-	w.waited += wait
 	workflow.GetLogger(ctx).Warn("dependency down: waiting", "step", p.name, "dependency", dep, "attempt", attempt, "wait", wait, "waits", w.rounds, "since", r.waitingSince)
 	if err := workflow.Sleep(ctx, wait); err != nil {
 		return err
@@ -380,7 +396,7 @@ func (r *claimRun) waitOut(ctx workflow.Context, p stepPlan, w *outageWait, dep 
 }
 
 // The bounds of a step's waits for a dependency that is down: a day, or
-// 400 waits, whichever comes first (at 5 min a wait, a day is 290).
+// 400 waits, whichever comes first (at 5 min a wait, a day is 290 waits).
 const (
 	maxOutageWaitPerStep = 24 * time.Hour
 	maxOutageRounds      = 400
@@ -388,17 +404,75 @@ const (
 	maxOutageWait        = 5 * time.Minute
 )
 
+// The grid the long waits share (outageWake): a tick every outageTick from
+// the zero time, the same instants for every claim on every worker. Each
+// tick opens with a sweep of outageSweep through the waiting claims, the
+// longest waiting first: the sweep is spread over the last outageHorizon
+// of waiting (a minute longer is half a second earlier), and a claim that
+// has waited longer than that is at its head. Up to outageTieBreak more,
+// by the claim's ID, parts the claims that began waiting in the same
+// half minute (a surge parked at once). A wait is at least minGridWait.
+//
+// A dependency back in the four minutes between sweeps finds the claims in
+// the order they began waiting; back during one, the rest of that sweep
+// comes first and the claims it had passed follow at the next tick. The
+// sweep orders the claims; the rate limits pace them (the model's shared
+// budget, STRIPE_REQUESTS_PER_SECOND): a surge parked together sits in a
+// few seconds of the sweep and queues behind them in its order.
+const (
+	gridFromRound  = 4
+	outageTick     = maxOutageWait
+	outageSweep    = time.Minute
+	outageHorizon  = 2 * time.Hour
+	outageTieBreak = 250 * time.Millisecond
+	minGridWait    = firstOutageWait
+)
+
+// outageWake is how long claim id waits, now, before its step tries a
+// dependency that was down again, on its round'th wait of a stretch that
+// began at since. The first waits are for a blip (outageBackoff). From
+// the fifth on, a claim waits for its place in the next tick of the shared
+// grid (outageTick), and its place in the tick's sweep is set by how long
+// it has waited: when the dependency is back, the claims that have waited
+// longest find it first, and the rest follow them through the sweep
+// instead of all at once.
+// A pure function of the run's recorded clock: the same on every replay.
+func outageWake(id string, round int, since, now time.Time) time.Duration {
+	if round < gridFromRound {
+		return outageBackoff(id, round)
+	}
+	for tick := now.Truncate(outageTick); ; tick = tick.Add(outageTick) {
+		if at := tick.Add(outagePlace(id, tick.Sub(since))); at.Sub(now) >= minGridWait {
+			return at.Sub(now)
+		}
+	}
+}
+
+// outagePlace is the place in a tick of claim id that has waited age by
+// the tick: earlier the longer it waited, then a little by its ID.
+func outagePlace(id string, age time.Duration) time.Duration {
+	age = min(max(age, 0), outageHorizon)
+	place := time.Duration(float64(outageSweep) * float64(outageHorizon-age) / float64(outageHorizon))
+	return place + time.Duration(int64(outageTieBreak)/1000*int64(claimHash(id)%1001))
+}
+
 // outageBackoff is the round'th wait of claim id: 30 s doubling to 5 min,
-// then ±10 % by the claim's ID, the same on every replay.
+// each ±10 % by the claim's ID, the same on every replay. Before
+// versionOutageGrid it is every wait; from it, the first four.
 func outageBackoff(id string, round int) time.Duration {
 	wait := maxOutageWait
 	if round < 4 {
 		wait = min(firstOutageWait<<round, maxOutageWait)
 	}
+	spread := int64(claimHash(id)%201) - 100 // -100..100 thousandths: ±10 %
+	return wait + time.Duration(int64(wait)/1000*spread)
+}
+
+// claimHash spreads claims by their ID, the same on every replay.
+func claimHash(id string) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(id))
-	spread := int64(h.Sum32()%201) - 100 // -100..100 thousandths: ±10 %
-	return wait + time.Duration(int64(wait)/1000*spread)
+	return h.Sum32()
 }
 
 // dependencyDown reads the dependency a step found down and the attempt

@@ -77,6 +77,10 @@ import "go.temporal.io/sdk/workflow"
 //	                again, for up to a day, instead of burning its retries
 //	                and dead-lettering the claim (checkpoint.go, exec); the
 //	                status query says what it waits on and since when
+//	versionOutageGrid after its first four waits such a step waits on the
+//	                grid every waiting claim shares, the longest waiting
+//	                first in each tick (checkpoint.go, outageWake); the
+//	                day's bound counts from when the step began to wait
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -100,9 +104,10 @@ const (
 	versionLocalNotices   = 12
 	versionLaw            = 13
 	versionOutage         = 14
+	versionOutageGrid     = 15
 
 	// versionLatest is what new runs record.
-	versionLatest = versionOutage
+	versionLatest = versionOutageGrid
 )
 
 // versionSwitches are what a run does by the version it recorded: one
@@ -123,6 +128,7 @@ type versionSwitches struct {
 	localNotices   bool // versionLocalNotices: the reminder and escalation run as plan.notice
 	law            bool // versionLaw: a jurisdiction's clocks, letters and hold
 	outageWaits    bool // versionOutage: a step whose dependency is down waits on durable timers
+	outageGrid     bool // versionOutageGrid: the long waits share a grid, the longest waiting first
 }
 
 // switchesOf is the table: which changes a run of version v has.
@@ -142,5 +148,6 @@ func switchesOf(v workflow.Version) versionSwitches {
 		localNotices:   v >= versionLocalNotices,
 		law:            v >= versionLaw,
 		outageWaits:    v >= versionOutage,
+		outageGrid:     v >= versionOutageGrid,
 	}
 }
