@@ -210,12 +210,12 @@ func TestAFailedLookupPaysNothing(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), r.CreatedAt, time.Minute, "paid_at is the provider's")
 }
 
-// Stripe's defaults: the local server and its key when none is given, and
-// a 20 s timeout.
+// Stripe's defaults: the local server and its key when none is given, a
+// 20 s timeout and 25 calls a second.
 func TestStripeConfigDefaults(t *testing.T) {
 	c := StripeConfig{}.Resolve()
-	assert.Equal(t, StripeConfig{SecretKey: LocalStripeKey, APIBase: LocalStripeBase, Timeout: 20 * time.Second}, c)
-	own := StripeConfig{SecretKey: "sk_test_x", APIBase: "http://stripe.test", Timeout: time.Second}
+	assert.Equal(t, StripeConfig{SecretKey: LocalStripeKey, APIBase: LocalStripeBase, Timeout: 20 * time.Second, RequestsPerSecond: 25}, c)
+	own := StripeConfig{SecretKey: "sk_test_x", APIBase: "http://stripe.test", Timeout: time.Second, RequestsPerSecond: 100}
 	assert.Equal(t, own, own.Resolve())
 }
 

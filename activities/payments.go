@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
 	"go.temporal.io/sdk/temporal"
+	"golang.org/x/time/rate"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/metrics"
@@ -22,8 +24,19 @@ import (
 type StripeConfig struct {
 	SecretKey string // STRIPE_SECRET_KEY, default sk_test_local
 	APIBase   string // STRIPE_API_BASE; empty means api.stripe.com for a real key, stripesim otherwise
-	Timeout   time.Duration
+	// Timeout is how long one call may take (STRIPE_TIMEOUT, default 20 s),
+	// from when the rate limit lets it go.
+	Timeout time.Duration
+	// RequestsPerSecond is the most calls this client makes a second
+	// (STRIPE_REQUESTS_PER_SECOND, default 25: Stripe's test-mode limit, a
+	// quarter of live mode's). Calls beyond it wait their turn, in order:
+	// claims that an outage parked come back at this pace, not in a burst
+	// Stripe refuses.
+	RequestsPerSecond int
 }
+
+// DefaultStripeRequestsPerSecond is a client's rate limit when none is set.
+const DefaultStripeRequestsPerSecond = 25
 
 // Defaults for the local Stripe-compatible server.
 const (
@@ -45,6 +58,9 @@ func (c StripeConfig) Resolve() StripeConfig {
 	if c.Timeout == 0 {
 		c.Timeout = 20 * time.Second
 	}
+	if c.RequestsPerSecond == 0 {
+		c.RequestsPerSecond = DefaultStripeRequestsPerSecond
+	}
 	return c
 }
 
@@ -53,10 +69,11 @@ func (c StripeConfig) Resolve() StripeConfig {
 // failures and multiply load.
 func NewStripeClient(c StripeConfig) *client.API {
 	c = c.Resolve()
-	hc := &http.Client{Timeout: c.Timeout}
+	var next http.RoundTripper = http.DefaultTransport
 	if telemetry.On() {
-		hc.Transport = stripeTransport(http.DefaultTransport)
+		next = stripeTransport(next)
 	}
+	hc := &http.Client{Transport: &paced{next: next, limit: rate.NewLimiter(rate.Limit(c.RequestsPerSecond), c.RequestsPerSecond), timeout: c.Timeout}}
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:               stripe.String(c.APIBase),
 		HTTPClient:        hc,
@@ -65,6 +82,41 @@ func NewStripeClient(c StripeConfig) *client.API {
 		EnableTelemetry:   stripe.Bool(false),
 	})
 	return client.New(c.SecretKey, &stripe.Backends{API: b, Connect: b, Uploads: b})
+}
+
+// paced lets a call go when the rate limit allows, then gives it timeout,
+// its body included: the time a call waits for its turn is not taken from
+// its own (http.Client's Timeout would count both).
+type paced struct {
+	next    http.RoundTripper
+	limit   *rate.Limiter
+	timeout time.Duration
+}
+
+func (p *paced) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := p.limit.Wait(r.Context()); err != nil {
+		return nil, fmt.Errorf("stripe: waiting for the rate limit: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
+	resp, err := p.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose ends a call's timeout once its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
 }
 
 // PayInput is step 6's input.

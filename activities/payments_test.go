@@ -1,7 +1,13 @@
 package activities
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -331,4 +337,47 @@ func TestGarbageFromStripeIsAnErrorNeverASecondTransfer(t *testing.T) {
 			assert.Len(t, f.posts(), 1, "found by lookup, not asked for again")
 		})
 	}
+}
+
+// The client keeps to its rate limit: calls beyond it wait their turn, and
+// the wait is not taken from the call's own timeout (a thousand claims an
+// outage parked queue behind the limit, they do not time out behind it);
+// a call slower than its timeout still fails.
+func TestStripeCallsWaitTheirTurnOutsideTheirTimeout(t *testing.T) {
+	var mu sync.Mutex
+	var arrived []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+		if strings.HasSuffix(r.URL.Path, "/tr_slow") {
+			time.Sleep(time.Second)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":%q,"object":"transfer","amount":100,"currency":"usd"}`, path.Base(r.URL.Path))
+	}))
+	defer srv.Close()
+	c := NewStripeClient(StripeConfig{APIBase: srv.URL, Timeout: 300 * time.Millisecond, RequestsPerSecond: 2})
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = c.Transfers.Get(fmt.Sprintf("tr_%d", i), nil)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "call %d waited past its 300 ms for its turn, and was still given its 300 ms", i)
+	}
+	mu.Lock()
+	sort.Slice(arrived, func(i, j int) bool { return arrived[i].Before(arrived[j]) })
+	spread := arrived[len(arrived)-1].Sub(arrived[0])
+	mu.Unlock()
+	assert.GreaterOrEqual(t, spread, 1800*time.Millisecond, "2 a second, a burst of 2: six calls over 2 s")
+
+	_, err := c.Transfers.Get("tr_slow", nil)
+	require.Error(t, err, "an answer slower than the timeout")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }

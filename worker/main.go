@@ -610,8 +610,16 @@ func newActivities(logger *slog.Logger) (_ *activities.Activities, _ func(), err
 	if err != nil {
 		return nil, nil, err
 	}
-	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", ""), Timeout: stripeTimeout}.Resolve()
-	logger.Info("payments", "stripe_api", stripeCfg.APIBase, "timeout", stripeCfg.Timeout)
+	stripeRPS, err := config.Int("STRIPE_REQUESTS_PER_SECOND", activities.DefaultStripeRequestsPerSecond)
+	if err != nil {
+		return nil, nil, err
+	}
+	if stripeRPS < 1 {
+		return nil, nil, fmt.Errorf("STRIPE_REQUESTS_PER_SECOND=%d: want at least 1 (Stripe's own limit is 25 a second in test mode, 100 live)", stripeRPS)
+	}
+	stripeCfg := activities.StripeConfig{SecretKey: config.Get("STRIPE_SECRET_KEY", ""), APIBase: config.Get("STRIPE_API_BASE", ""),
+		Timeout: stripeTimeout, RequestsPerSecond: stripeRPS}.Resolve()
+	logger.Info("payments", "stripe_api", stripeCfg.APIBase, "timeout", stripeCfg.Timeout, "requests_per_second", stripeCfg.RequestsPerSecond)
 	docs, err := blobs.Open(context.Background(), config.Get("BLOB_URL", ""))
 	if err != nil {
 		return nil, nil, err

@@ -28,6 +28,12 @@ func TestNewActivitiesFailsCleanly(t *testing.T) {
 	require.ErrorContains(t, err, "missing.json", "a broken directory, after the store and the blob store opened")
 
 	t.Setenv("APPROVERS_FILE", "")
+	for _, bad := range []string{"0", "-5", "fast"} {
+		t.Setenv("STRIPE_REQUESTS_PER_SECOND", bad)
+		_, _, err = newActivities(log)
+		require.ErrorContains(t, err, "STRIPE_REQUESTS_PER_SECOND", "a rate limit of %q", bad)
+	}
+	t.Setenv("STRIPE_REQUESTS_PER_SECOND", "")
 	acts, closeAll, err := newActivities(log)
 	require.NoError(t, err)
 	require.NotNil(t, acts.Store)
