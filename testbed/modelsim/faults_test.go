@@ -284,3 +284,36 @@ func TestARequestCutOffMidBodyIsRecordedUnread(t *testing.T) {
 	assert.False(t, calls[2].Unread, "answered")
 	assert.Equal(t, "claim-sim-1", calls[2].ClaimID)
 }
+
+// A provider down answers every call 503, records it against its claim,
+// charges nothing and keeps the queued faults for when it is back.
+func TestAProviderDownAnswers503UntilItIsBack(t *testing.T) {
+	sim := modelsim.New("")
+	sim.TokensPerMinute = 1200 // a bucket of 100 tokens: a down call must not drain it
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	ctx := context.Background()
+	sim.Inject(modelsim.Malformed)
+	sim.SetDown(true)
+	for range 3 {
+		resp, body, err := post(t, ctx, srv.URL+"/v1/chat/completions", chatBody(t, 0))
+		require.NoError(t, err)
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+		typ, _ := apiErr(t, body)
+		assert.Equal(t, "server_error", typ)
+	}
+	sim.SetDown(false)
+	resp, body, err := post(t, ctx, srv.URL+"/v1/chat/completions", chatBody(t, 0))
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "back, and admitted by a bucket the calls refused while down left full: %s", body)
+	calls := sim.Calls()
+	require.Len(t, calls, 4)
+	for _, c := range calls[:3] {
+		assert.Equal(t, modelsim.Outage, c.Fault)
+		assert.Equal(t, "claim-sim-1", c.ClaimID)
+		assert.Equal(t, "error", c.Answered)
+		assert.Zero(t, c.Tokens)
+	}
+	assert.Equal(t, modelsim.Malformed, calls[3].Fault, "the queued fault is served once it is back")
+	assert.False(t, calls[3].RateLimited)
+}

@@ -65,6 +65,9 @@ const (
 	Unauthorized  Fault = "401"
 	NotFound      Fault = "404"
 	ContextLength Fault = "context-length"
+	// Outage marks a call answered 503 while the server is down (SetDown);
+	// it is not one to inject.
+	Outage Fault = "outage"
 )
 
 const (
@@ -161,6 +164,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	n      int
+	down   bool
 	faults []Fault
 	calls  []Call
 	tpm    tokenBucket
@@ -168,6 +172,15 @@ type Server struct {
 
 // New returns a server with no faults queued.
 func New(apiKey string) *Server { return &Server{APIKey: apiKey, now: time.Now} }
+
+// SetDown takes the provider down (every call answered 503 server_error,
+// recorded with the fault Outage, charged nothing and serving no queued
+// fault) or brings it back.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
 
 // Inject queues faults, served one per call in order. It panics, queueing
 // none, if one is not valid (see ParseFault): that is a programming error.
@@ -293,6 +306,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// A request the TPM limit refuses is not served the next fault: that
 	// stays queued for the next call admitted.
 	s.mu.Lock()
+	if s.down {
+		s.mu.Unlock()
+		call.Fault = Outage
+		record("error")
+		apiError(w, http.StatusServiceUnavailable, "server_error", "", "The server is temporarily unavailable.")
+		return
+	}
 	var limited *rateLimit
 	if prompt := promptTokens(len(body)); err == nil && s.TokensPerMinute > 0 {
 		if limited = s.admit(prompt); limited == nil {
