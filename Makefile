@@ -47,18 +47,20 @@ bin/toxiproxy-server: tools/toxiproxy/go.mod tools/toxiproxy/go.sum
 
 # A real Temporal server (not the dev server) and its SQL schema tool, at the
 # version the CLI embeds, for `make cluster`, testbed/cluster's tests, the
-# soak and the benchmark. The server is built from temporalserver/ (its own
-# module, pinned to go.temporal.io/server $(TEMPORAL_SERVER_VERSION)) with
-# durableclaims' authorizer; the SQL tool is Temporal's. They go into their
-# own directory, not GOPATH/bin, where testbed/cluster looks (or at
-# TEMPORAL_SERVER_BIN / TEMPORAL_SQL_TOOL). About 2 minutes the first time;
-# the server is rebuilt (seconds) whenever temporalserver/ changes.
+# soak and the benchmark. Both are built from temporalserver/ (its own
+# module, pinned to go.temporal.io/server $(TEMPORAL_SERVER_VERSION) and to
+# the very versions of every module the CLI $(TEMPORAL_CLI_VERSION) builds the
+# same server with, so that after `make temporal-cli` the server's packages
+# come from Go's build cache), the server with durableclaims' authorizer,
+# the SQL tool as Temporal ships it (a tool of that module). They go into
+# their own directory, not GOPATH/bin, where testbed/cluster looks (or at
+# TEMPORAL_SERVER_BIN / TEMPORAL_SQL_TOOL).
 TEMPORAL_SERVER_VERSION := v1.29.1
 TEMPORAL_SERVER_DIR := $(shell $(GO) env GOPATH)/temporal-server-$(TEMPORAL_SERVER_VERSION)
 temporal-server:
 	@if [ ! -x "$(TEMPORAL_SERVER_DIR)/sql" ]; then \
-		echo "Installing the Temporal SQL tool $(TEMPORAL_SERVER_VERSION) into $(TEMPORAL_SERVER_DIR) (about a minute, once)..."; \
-		GOBIN="$(TEMPORAL_SERVER_DIR)" $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION); \
+		echo "Building the Temporal SQL tool $(TEMPORAL_SERVER_VERSION) into $(TEMPORAL_SERVER_DIR)..."; \
+		$(GO) build -C temporalserver -o "$(TEMPORAL_SERVER_DIR)/sql" go.temporal.io/server/cmd/tools/sql; \
 	fi
 	@echo "Building the Temporal server $(TEMPORAL_SERVER_VERSION) with durableclaims' authorizer (temporalserver/)..."
 	$(GO) build -C temporalserver -o "$(TEMPORAL_SERVER_DIR)/durableclaims-server" .
