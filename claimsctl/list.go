@@ -277,12 +277,14 @@ func overdueWaits(ctx context.Context, st *store.Store, now time.Time, floor tim
 // (the model provider, Stripe), and how many wait for each since when: their
 // status says so. Each claim at work is asked (at most maxRead), so this
 // needs a worker to answer.
-func dependencyWaits(ctx context.Context, c client.Client, now time.Time, maxRead int) ([]stuckClaim, map[string]*outage, error) {
+func dependencyWaits(ctx context.Context, c client.Client, now time.Time, maxRead int) ([]stuckClaim, map[string]*outage, bool, error) {
 	atWork := fmt.Sprintf("ExecutionStatus = 'Running' AND %s = %q", workflows.ClaimStatusKey.GetName(), workflows.StatusRunning)
-	working, err := listClaimsLimit(ctx, c, atWork, maxRead)
+	working, err := listClaimsLimit(ctx, c, atWork, maxRead+1)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	readAll := len(working) <= maxRead
+	working = working[:min(len(working), maxRead)]
 	var found []stuckClaim
 	outages := map[string]*outage{}
 	for _, r := range working {
@@ -302,7 +304,7 @@ func dependencyWaits(ctx context.Context, c client.Client, now time.Time, maxRea
 			o.Since = since
 		}
 	}
-	return found, outages, nil
+	return found, outages, readAll, nil
 }
 
 // outage is how many claims wait for one dependency, the first since when.
@@ -310,6 +312,17 @@ type outage struct {
 	Dependency string
 	Claims     int
 	Since      time.Time
+}
+
+// line says it to an operator: of every claim at work, or (readAll false)
+// of the newest maxRead only, which it says, so that a catastrophe week's
+// count is never read as all of them.
+func (o *outage) line(now time.Time, readAll bool, maxRead int) string {
+	if readAll {
+		return fmt.Sprintf("%d waiting for %s, the first since %s (%s)", o.Claims, o.Dependency, o.Since.Format(time.RFC3339), now.Sub(o.Since).Round(time.Second))
+	}
+	return fmt.Sprintf("at least %d waiting for %s, the first of them since %s (%s): only the newest %d claims at work were read (--max)",
+		o.Claims, o.Dependency, o.Since.Format(time.RFC3339), now.Sub(o.Since).Round(time.Second), maxRead)
 }
 
 // waitingOn asks a claim's status what dependency it waits for, if any;
@@ -363,7 +376,7 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	waits, outages, err := dependencyWaits(ctx, c, now, *maxRead)
+	waits, outages, readAll, err := dependencyWaits(ctx, c, now, *maxRead)
 	if err != nil {
 		return 0, err
 	}
@@ -403,8 +416,7 @@ func stuck(ctx context.Context, args []string, out io.Writer) (int, error) {
 	} else {
 		fmt.Fprintf(out, "p95 step time %s over recent claims; stuck after %s idle\n", p95.Round(time.Millisecond), threshold.Round(time.Second))
 		for _, dep := range slices.Sorted(maps.Keys(outages)) {
-			o := outages[dep]
-			fmt.Fprintf(out, "%d waiting for %s, the first since %s (%s)\n", o.Claims, dep, o.Since.Format(time.RFC3339), now.Sub(o.Since).Round(time.Second))
+			fmt.Fprintln(out, outages[dep].line(now, readAll, *maxRead))
 		}
 		if len(found) == 0 {
 			fmt.Fprintln(out, "no stuck claims")
