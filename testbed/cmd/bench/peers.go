@@ -1004,7 +1004,7 @@ func (d *dcEngine) start(ctx context.Context, crash string) error {
 		cmd: func() *exec.Cmd {
 			cmd := exec.Command(e.o.workerBin, args...)
 			cmd.Env = append(append(os.Environ(), d.env...), "LOG_LEVEL=warn",
-				"STRIPE_API_BASE="+e.simURL, "STRIPE_SECRET_KEY=sk_test_local",
+				"STRIPE_API_BASE="+e.simURL, "STRIPE_SECRET_KEY=sk_test_local", stripesimRate,
 				"CLAIMS_DB="+d.claimsDB, "MAIL_SPOOL="+filepath.Join(d.w.dir, d.label+"-mail"),
 				"BLOB_URL="+e.blobURL(), "APPROVERS_FILE="+e.approversFile(), "CLAIMS_TASK_QUEUE="+d.queue,
 				// The same claim as the peers': no jurisdiction's letters.

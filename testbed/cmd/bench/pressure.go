@@ -35,6 +35,16 @@ import (
 const pressureQueue = "claims-pressure"
 
 // serveModelsim serves sim on a loopback port until stop.
+// startModelsim serves a modelsim with a tokens-per-minute limit (0: none)
+// that answers in lat.
+func startModelsim(tpm int64, lat modelsim.Latency) (sim *modelsim.Server, url string, stop func(), err error) {
+	sim = modelsim.New("")
+	sim.TokensPerMinute = tpm
+	sim.Latency = lat
+	url, stop, err = serveModelsim(sim)
+	return sim, url, stop, err
+}
+
 func serveModelsim(sim *modelsim.Server) (url string, stop func(), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,8 +67,14 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 	}); err != nil {
 		return nil, err
 	}
+	return e.waitEnded(ctx, prefix, n, 30*time.Minute)
+}
+
+// waitEnded waits until the n claims under prefix have ended, counting them
+// by ClaimStatus in visibility every 2 s, and returns the count of each end.
+func (e *env) waitEnded(ctx context.Context, prefix string, n int, within time.Duration) (map[string]int, error) {
 	ends := []string{workflows.StatusPaid, workflows.StatusDeadLettered, workflows.StatusRejected, workflows.StatusExpired, workflows.StatusWithdrawn}
-	for deadline := time.Now().Add(30 * time.Minute); ; {
+	for deadline := time.Now().Add(within); ; {
 		ended, total := map[string]int{}, 0
 		for _, status := range ends {
 			c, err := e.countStatus(ctx, prefix, status)
@@ -74,7 +90,7 @@ func (e *env) runClaims(ctx context.Context, queue, prefix, amount string, n, pr
 			return ended, nil
 		}
 		if time.Now().After(deadline) {
-			return ended, fmt.Errorf("%d of %d claims ended after 30 minutes", total, n)
+			return ended, fmt.Errorf("%d of %d claims ended after %s", total, n, within)
 		}
 		time.Sleep(2 * time.Second)
 	}

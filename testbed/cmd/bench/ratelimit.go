@@ -42,10 +42,7 @@ func (rl *ratelimitWorkload) runShared(ctx context.Context, e *env, res *results
 	if !shared {
 		tag = "alone"
 	}
-	sim := modelsim.New("")
-	sim.TokensPerMinute = int64(rl.ratelimitTPM)
-	sim.Latency = modelsim.Latency{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond}
-	url, stop, err := serveModelsim(sim)
+	sim, url, stop, err := startModelsim(int64(rl.ratelimitTPM), modelsim.Latency{Min: 200 * time.Millisecond, Max: 400 * time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func workloads() []listed {
 		{workload: &priorityWorkload{}, optIn: true},
 		{workload: &timersWorkload{}, optIn: true},
 		{workload: &ratelimitWorkload{}, optIn: true},
+		{workload: &outageWorkload{}, optIn: true},
 		{workload: &parkedWorkload{}},
 	}
 }
