@@ -380,10 +380,11 @@ func (r *claimRun) waitOut(ctx workflow.Context, p stepPlan, w *outageWait, dep 
 		r.waitingOn, r.waitingSince = dep, now
 		metrics.Count(ctx, metrics.DependencyWaits, map[string]string{"dependency": dep})
 	}
-	wait := outageBackoff(r.workflowID, w.rounds)
+	var wait time.Duration
 	if r.since.outageGrid {
 		wait = outageWake(r.workflowID, w.rounds, w.since, now)
 	} else {
+		wait = outageBackoff(r.workflowID, w.rounds)
 		w.waited += wait
 	}
 	w.rounds++

@@ -511,6 +511,14 @@ func (c *commitLog) record(key string) {
 	}
 }
 
+// committed says when key was committed, if it was.
+func (c *commitLog) committed(key string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[key]
+	return at, ok
+}
+
 // when returns a channel closed once key is committed.
 func (c *commitLog) when(key string) (<-chan struct{}, func() time.Time) {
 	c.mu.Lock()

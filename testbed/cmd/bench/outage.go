@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -98,25 +99,19 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	ctlEnv := append(os.Environ(), "CLAIMS_DB="+filepath.Join(e.dir, "claims.db"), "LOG_LEVEL=warn",
 		"TEMPORAL_ADDRESS="+e.server.FrontendHostPort(), "TEMPORAL_NAMESPACE=default")
 
-	modelBackAt := betweenSweeps(modelDown.Add(o.down))
-	time.Sleep(time.Until(modelBackAt.Add(-time.Minute)))
-	modelSince, modelSaid, err := o.waiting(ctx, e, ids, ctl, ctlEnv, "model")
+	modelSince, modelSaid, err := o.untilBack(ctx, e, ids, ctl, ctlEnv, "model", modelDown)
 	if err != nil {
 		return err
 	}
-	time.Sleep(time.Until(modelBackAt))
 	sim.SetDown(false)
 	stripeDown := time.Now()
 	rule := e.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultErrorBeforeCommit, Times: -1, KeyPrefix: prefix})
 	fmt.Fprintf(os.Stderr, "  outage: the model back at %s, Stripe down (%s)\n", stripeDown.Format("15:04:05"), modelSaid)
 
-	stripeBackAt := betweenSweeps(stripeDown.Add(o.down))
-	time.Sleep(time.Until(stripeBackAt.Add(-time.Minute)))
-	stripeSince, stripeSaid, err := o.waiting(ctx, e, ids, ctl, ctlEnv, "stripe")
+	stripeSince, stripeSaid, err := o.untilBack(ctx, e, ids, ctl, ctlEnv, "stripe", stripeDown)
 	if err != nil {
 		return err
 	}
-	time.Sleep(time.Until(stripeBackAt))
 	var refusedStripe int
 	for _, r := range e.sim.Faults() {
 		if r.ID == rule {
@@ -169,8 +164,8 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	}
 	paidAt := map[string]time.Time{}
 	for _, id := range ids {
-		if ch, at := e.commits.when(string(claim.StepKey(id, claim.StepPay))); isClosed(ch) {
-			paidAt[id] = at()
+		if at, ok := e.commits.committed(string(claim.StepKey(id, claim.StepPay))); ok {
+			paidAt[id] = at
 		}
 	}
 
@@ -239,14 +234,21 @@ func betweenSweeps(t time.Time) time.Time {
 func latest(m map[string]time.Time) time.Time {
 	var l time.Time
 	for _, t := range m {
-		l = maxTime(l, t)
+		if t.After(l) {
+			l = t
+		}
 	}
 	return l
 }
 
-// waiting asks every claim what it waits on (its status query) and returns
-// when each waiting on dep began to; and what `claimsctl stuck` says of it.
-func (o *outageWorkload) waiting(ctx context.Context, e *env, ids []string, ctl string, ctlEnv []string, dep string) (map[string]time.Time, string, error) {
+// untilBack waits out dep's outage, which began at down: until the first
+// point between sweeps (betweenSweeps) -outage-down after it. A minute
+// before that it asks every claim what it waits on (its status query) and
+// returns when each waiting on dep began to, and what `claimsctl stuck`
+// says of it.
+func (o *outageWorkload) untilBack(ctx context.Context, e *env, ids []string, ctl string, ctlEnv []string, dep string, down time.Time) (map[string]time.Time, string, error) {
+	back := betweenSweeps(down.Add(o.down))
+	time.Sleep(time.Until(back.Add(-time.Minute)))
 	var mu sync.Mutex
 	since := map[string]time.Time{}
 	if err := parallel(len(ids), 16, func(i int) error {
@@ -276,6 +278,7 @@ func (o *outageWorkload) waiting(ctx context.Context, e *env, ids []string, ctl 
 			said = "claimsctl stuck: " + strings.TrimSpace(l)
 		}
 	}
+	time.Sleep(time.Until(back))
 	return since, said, nil
 }
 
@@ -284,11 +287,11 @@ func (o *outageWorkload) waiting(ctx context.Context, e *env, ids []string, ctl 
 // than 30 s apart whose older one got through first, and of all pairs
 // (ties count half); and from the first claim through to the last.
 func resumeOrder(since, back map[string]time.Time, from time.Time) (apart, all float64, pairs int, span time.Duration) {
-	type claim struct{ since, back time.Time }
-	var cs []claim
+	type resumed struct{ since, back time.Time }
+	var cs []resumed
 	for id, s := range since {
 		if b, ok := back[id]; ok && !b.Before(from) {
-			cs = append(cs, claim{s, b})
+			cs = append(cs, resumed{s, b})
 		}
 	}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].since.Before(cs[j].since) })
@@ -312,11 +315,8 @@ func resumeOrder(since, back map[string]time.Time, from time.Time) (apart, all f
 		}
 	}
 	if len(cs) > 0 {
-		first, last := cs[0].back, cs[0].back
-		for _, c := range cs {
-			first, last = minTime(first, c.back), maxTime(last, c.back)
-		}
-		span = last.Sub(first)
+		byBack := func(a, b resumed) int { return a.back.Compare(b.back) }
+		span = slices.MaxFunc(cs, byBack).back.Sub(slices.MinFunc(cs, byBack).back)
 	}
 	if pairs > 0 {
 		apart = apartIn / float64(pairs)
@@ -399,27 +399,4 @@ func maxOf(m map[string]int) float64 {
 		x = max(x, v)
 	}
 	return float64(x)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
