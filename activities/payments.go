@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
 	"github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/client"
 	"go.temporal.io/sdk/temporal"
@@ -73,7 +76,7 @@ func NewStripeClient(c StripeConfig) *client.API {
 	if telemetry.On() {
 		next = stripeTransport(next)
 	}
-	hc := &http.Client{Transport: &paced{next: next, limit: rate.NewLimiter(rate.Limit(c.RequestsPerSecond), c.RequestsPerSecond), timeout: c.Timeout}}
+	hc := &http.Client{Transport: newPaced(next, c)}
 	b := stripe.GetBackendWithConfig(stripe.APIBackend, &stripe.BackendConfig{
 		URL:               stripe.String(c.APIBase),
 		HTTPClient:        hc,
@@ -84,24 +87,141 @@ func NewStripeClient(c StripeConfig) *client.API {
 	return client.New(c.SecretKey, &stripe.Backends{API: b, Connect: b, Uploads: b})
 }
 
-// paced lets a call go when the rate limit allows, then gives it timeout,
-// its body included: the time a call waits for its turn is not taken from
-// its own (http.Client's Timeout would count both).
+// paced lets a call go when Stripe is not known to be down and the rate
+// limit allows, then gives it timeout, its body included: the time a call
+// waits for its turn is not taken from its own (http.Client's Timeout
+// would count both).
+//
+// Its breaker is the worker's memory of an outage. Once its calls find
+// Stripe unavailable (stripeTripAfter in a row, or half of them), a call is
+// refused at once, without a request and without a place in the rate
+// limit's line, except one probe every stripeProbeEvery; the first probe
+// Stripe answers closes it. So while Stripe is down a claim's attempts hold
+// a worker slot for microseconds, not for their turn in a line of calls
+// that will all be refused; and the oldest claim of a sweep, which comes
+// first, is the probe that finds Stripe back.
 type paced struct {
 	next    http.RoundTripper
 	limit   *rate.Limiter
 	timeout time.Duration
+	breaker *gobreaker.TwoStepCircuitBreaker[struct{}]
+
+	mu     sync.Mutex
+	opened chan struct{} // closed while the breaker is open
+}
+
+// How the Stripe breaker trips and probes: stripeTripAfter failures in a
+// row, or half of at least 4×stripeTripAfter calls in the last
+// stripeTripWindow, open it for stripeProbeEvery.
+const (
+	stripeTripAfter  = 5
+	stripeTripWindow = 30 * time.Second
+	stripeProbeEvery = 5 * time.Second
+)
+
+// errStripeCircuitOpen refuses a call without making it: the worker's last
+// calls found Stripe unavailable. It is unavailable() like a network error,
+// so a step that waits out outages hands its wait back after OutageAfter.
+var errStripeCircuitOpen = fmt.Errorf("stripe: not called: the last calls found it unavailable (circuit open; one probe every %s)", stripeProbeEvery)
+
+func newPaced(next http.RoundTripper, c StripeConfig) *paced {
+	p := &paced{
+		next:    next,
+		limit:   rate.NewLimiter(rate.Limit(c.RequestsPerSecond), c.RequestsPerSecond),
+		timeout: c.Timeout,
+		opened:  make(chan struct{}),
+	}
+	p.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         "stripe",
+		MaxRequests:  1, // one probe at a time while half-open
+		Timeout:      stripeProbeEvery,
+		Interval:     stripeTripWindow,
+		BucketPeriod: stripeTripWindow / 6,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			return c.ConsecutiveFailures >= stripeTripAfter || // down
+				c.Requests >= 4*stripeTripAfter && c.TotalFailures*2 >= c.Requests // half its calls failing (creates, say, and not reads)
+		},
+		// A call we gave up (its attempt's lease or the rate limit's
+		// wait ended) says nothing about Stripe.
+		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, errNotAsked) },
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			slog.Warn("stripe circuit", "from", from.String(), "to", to.String())
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			switch {
+			case to == gobreaker.StateOpen:
+				close(p.opened)
+			case from == gobreaker.StateOpen:
+				p.opened = make(chan struct{})
+			}
+		},
+	})
+	return p
+}
+
+// wait waits for the call's turn in the rate limit, or until the breaker
+// opens: a call in line when Stripe is found down is refused then, not
+// when its turn comes.
+func (p *paced) wait(r *http.Request) error {
+	p.mu.Lock()
+	opened := p.opened
+	p.mu.Unlock()
+	res := p.limit.Reserve()
+	d := res.Delay()
+	if d == 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-opened:
+		res.Cancel()
+		return p.refuse(r)
+	case <-r.Context().Done():
+		res.Cancel()
+		return fmt.Errorf("stripe: waiting for the rate limit: %w", r.Context().Err())
+	}
+}
+
+// errNotAsked marks a call that Stripe did not answer: given up by its
+// caller.
+var errNotAsked = errors.New("not asked")
+
+func (p *paced) refuse(r *http.Request) error {
+	metrics.Activity(r.Context(), metrics.DependencyCallsRefused, map[string]string{"dependency": DependencyStripe, "reason": "circuit_open"})
+	return errStripeCircuitOpen
 }
 
 func (p *paced) RoundTrip(r *http.Request) (*http.Response, error) {
-	if err := p.limit.Wait(r.Context()); err != nil {
-		return nil, fmt.Errorf("stripe: waiting for the rate limit: %w", err)
+	// Refused before its turn while the breaker is open, and after it if
+	// the breaker opened (or a probe went) while it waited.
+	if p.breaker.State() == gobreaker.StateOpen {
+		return nil, p.refuse(r)
+	}
+	if err := p.wait(r); err != nil {
+		return nil, err
+	}
+	done, err := p.breaker.Allow()
+	if err != nil {
+		return nil, p.refuse(r)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), p.timeout)
 	resp, err := p.next.RoundTrip(r.WithContext(ctx))
 	if err != nil {
 		cancel()
+		if r.Context().Err() != nil {
+			done(errNotAsked) // given up by the caller, not Stripe's answer
+		} else {
+			done(err)
+		}
 		return nil, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		done(fmt.Errorf("stripe answered %d", resp.StatusCode))
+	} else {
+		done(nil)
 	}
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,4 +381,85 @@ func TestStripeCallsWaitTheirTurnOutsideTheirTimeout(t *testing.T) {
 	_, err := c.Transfers.Get("tr_slow", nil)
 	require.Error(t, err, "an answer slower than the timeout")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// While Stripe is down, a worker asks it once a probe, not once a call: the
+// calls behind the breaker return at once, without a request and without
+// waiting for a place in the rate limit (holding a worker slot to be
+// refused). The first probe Stripe answers lets every call through again.
+func TestStripeDownIsAskedOnceAProbeNotOnceACall(t *testing.T) {
+	var asked atomic.Int64
+	var up atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"type":"api_error","message":"down"}}`)
+			return
+		}
+		fmt.Fprintf(w, `{"id":%q,"object":"transfer","amount":100,"currency":"usd"}`, path.Base(r.URL.Path))
+	}))
+	defer srv.Close()
+	c := NewStripeClient(StripeConfig{APIBase: srv.URL, Timeout: time.Second, RequestsPerSecond: 4})
+
+	calls := func(n int) []error {
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() { _, errs[i] = c.Transfers.Get(fmt.Sprintf("tr_%d", i), nil) })
+		}
+		wg.Wait()
+		return errs
+	}
+	for i, err := range calls(60) {
+		require.Error(t, err, "call %d while Stripe is down", i)
+		assert.True(t, unavailable(DependencyStripe, classifyStripe(err)), "call %d: %v is Stripe unavailable, so a step waits it out", i, err)
+	}
+	assert.LessOrEqual(t, asked.Load(), int64(stripeTripAfter+1),
+		"60 calls while Stripe is down: it is asked until the breaker trips, then not (without it, all 60 wait their turn at 4 a second to be refused)")
+
+	up.Store(true)
+	before := asked.Load()
+	_, err := c.Transfers.Get("tr_early", nil)
+	require.ErrorIs(t, err, errStripeCircuitOpen, "back, but no probe has found it yet")
+	assert.Equal(t, before, asked.Load())
+
+	time.Sleep(stripeProbeEvery + 100*time.Millisecond)
+	_, err = c.Transfers.Get("tr_probe", nil)
+	require.NoError(t, err, "the probe finds Stripe back")
+	for i, err := range calls(8) {
+		assert.NoError(t, err, "call %d after the probe", i)
+	}
+}
+
+// A Stripe that answers reads and fails every create is down for payments:
+// half its calls failing trips the breaker too.
+func TestStripeFailingHalfItsCallsIsDown(t *testing.T) {
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"error":{"type":"api_error","message":"down"}}`)
+			return
+		}
+		fmt.Fprint(w, `{"object":"list","data":[],"has_more":false,"url":"/v1/transfers"}`)
+	}))
+	defer srv.Close()
+	c := NewStripeClient(StripeConfig{APIBase: srv.URL, RequestsPerSecond: 1000})
+	refused := 0
+	for i := range 50 {
+		it := c.Transfers.List(&stripe.TransferListParams{TransferGroup: stripe.String(fmt.Sprintf("claim-%d", i))})
+		for it.Next() {
+		}
+		_, err := c.Transfers.New(&stripe.TransferParams{Amount: stripe.Int64(100), Currency: stripe.String("usd"), Destination: stripe.String("acct_1")})
+		require.Error(t, err)
+		if errors.Is(err, errStripeCircuitOpen) {
+			refused++
+		}
+	}
+	assert.LessOrEqual(t, asked.Load(), int64(4*stripeTripAfter+1), "a list answered and a create refused, 50 times: Stripe is asked until the breaker trips")
+	assert.Positive(t, refused)
 }

@@ -25,11 +25,14 @@ const (
 	// DependencyWaits counts steps that found a dependency down and began
 	// to wait for it on durable timers (from versionOutage): one per step
 	// and outage, however long the wait.
-	DependencyWaits      = "dependency_waits"     // counter {dependency}
-	ClaimStepDuration    = "claim_step_duration"  // histogram {step, outcome}
-	ClaimHistoryBytes    = "claim_history_bytes"  // histogram {step}
-	ClaimHistoryEvents   = "claim_history_events" // histogram {step}
-	HistoryBudgetCrossed = "claim_history_budget_exceeded"
+	DependencyWaits = "dependency_waits" // counter {dependency}
+	// DependencyCallsRefused counts calls a worker did not make because
+	// its last calls found the dependency down (a circuit breaker).
+	DependencyCallsRefused = "dependency_calls_refused" // counter {dependency, reason}
+	ClaimStepDuration      = "claim_step_duration"      // histogram {step, outcome}
+	ClaimHistoryBytes      = "claim_history_bytes"      // histogram {step}
+	ClaimHistoryEvents     = "claim_history_events"     // histogram {step}
+	HistoryBudgetCrossed   = "claim_history_budget_exceeded"
 	// ActivityRefusals counts calls an activity refused because the caller
 	// had no authority for them: a foreign run, a closed claim, a payout the
 	// store and the receipts do not allow. Each is an alert.

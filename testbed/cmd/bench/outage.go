@@ -105,7 +105,12 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	}
 	sim.SetDown(false)
 	stripeDown := time.Now()
-	rule := e.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultErrorBeforeCommit, Times: -1, KeyPrefix: prefix})
+	// Down for every call: the outage's creates (by key), and every
+	// listing (no other workload runs meanwhile).
+	rules := []int{
+		e.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultErrorBeforeCommit, Times: -1, KeyPrefix: prefix}),
+		e.sim.AddFault(stripesim.FaultRule{Fault: stripesim.FaultErrorBeforeCommit, Times: -1, Method: "GET"}),
+	}
 	fmt.Fprintf(os.Stderr, "  outage: the model back at %s, Stripe down (%s)\n", stripeDown.Format("15:04:05"), modelSaid)
 
 	stripeSince, stripeSaid, err := o.untilBack(ctx, e, ids, ctl, ctlEnv, "stripe", stripeDown)
@@ -114,8 +119,8 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	}
 	var refusedStripe int
 	for _, r := range e.sim.Faults() {
-		if r.ID == rule {
-			refusedStripe = r.Fired
+		if slices.Contains(rules, r.ID) {
+			refusedStripe += r.Fired
 		}
 	}
 	e.sim.ClearFaults()
