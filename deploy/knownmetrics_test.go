@@ -80,6 +80,7 @@ var ourMetrics = []ourMetric{
 	{metrics.ApprovalsOverdue, counter, "", nil},
 	{metrics.StatutoryBreaches, counter, "", map[string][]string{"clock": {"acknowledge", "decide", "pay", "status"}, "jurisdiction": nil}},
 	{metrics.DependencyWaits, counter, "", map[string][]string{"dependency": {"model", "stripe"}}},
+	{metrics.DependencyCallsRefused, counter, "", map[string][]string{"dependency": {"stripe"}, "reason": {"circuit_open"}}},
 	{metrics.ClaimStepDuration, timer, "seconds", map[string][]string{"step": claimSteps, "outcome": nil}},
 	// Unit By: the name already ends in _bytes, so no second one is added
 	// (claim_history_bytes_bytes_bucket would be unknown here).

@@ -49,6 +49,7 @@ import (
 	"github.com/durableclaims/durableclaims/model"
 	"github.com/durableclaims/durableclaims/worker/crash"
 	"github.com/durableclaims/durableclaims/worker/heartbeat"
+	"github.com/durableclaims/durableclaims/worker/inflight"
 	"github.com/durableclaims/durableclaims/worker/metricsprom"
 	"github.com/durableclaims/durableclaims/worker/parked"
 	"github.com/durableclaims/durableclaims/worker/queueheal"
@@ -121,11 +122,17 @@ func run(logger *slog.Logger, crashAt, crashState string, batch crashBatch) erro
 	if err != nil {
 		return err
 	}
-	c, guard, err := dial(acts.Store, deployment, prometheus, logger)
+	journal, err := openJournal(logger)
+	if err != nil {
+		return err
+	}
+	defer journal.Close()
+	c, guard, err := dial(acts.Store, deployment, prometheus, journal, logger)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	handBack(journal, c, logger)
 	stopSweep, err := sweepForeignEnds(guard)
 	if err != nil {
 		return err
@@ -212,7 +219,7 @@ func serveMetrics(prometheus *metricsprom.Prometheus, logger *slog.Logger) (stop
 // interceptor must be the outermost), and the worker's workflow task
 // completions are signed, a claim's history that fails replay checked for
 // completions a stranger wrote (worker/provenance, tampered.go).
-func dial(st *store.Store, deployment config.Deployment, prometheus *metricsprom.Prometheus, logger *slog.Logger) (client.Client, *provenanceGuard, error) {
+func dial(st *store.Store, deployment config.Deployment, prometheus *metricsprom.Prometheus, journal *inflight.Journal, logger *slog.Logger) (client.Client, *provenanceGuard, error) {
 	release, err := config.Duration("STICKY_RELEASE_AFTER", parked.DefaultAfter)
 	if err != nil {
 		return nil, nil, err
@@ -223,13 +230,50 @@ func dial(st *store.Store, deployment config.Deployment, prometheus *metricsprom
 		return nil, nil, err
 	}
 	c, err := config.Dial(context.Background(), logger, config.WithMetrics(prometheus.Handler),
-		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), guard.dialOption()),
+		config.WithDialOptions(grpc.WithUnaryInterceptor(parked.Interceptor(release)), guard.dialOption(), journalOption(journal)),
 		func(o *client.Options) { o.Logger = parked.Logger(o.Logger) })
 	if err != nil {
 		return nil, nil, err
 	}
 	guard.dialled(c)
 	return c, guard, nil
+}
+
+// openJournal opens the worker's task journal (worker/inflight) in
+// TASK_JOURNAL_DIR, a directory of this worker's own that outlives its
+// process (a pod's emptyDir, a supervisor's state directory); unset, there
+// is none and a killed worker's tasks wait out their timeouts.
+func openJournal(logger *slog.Logger) (*inflight.Journal, error) {
+	dir := config.Get("TASK_JOURNAL_DIR", "")
+	if dir == "" {
+		return nil, nil
+	}
+	return inflight.Open(dir, logger)
+}
+
+func journalOption(j *inflight.Journal) grpc.DialOption {
+	if j == nil {
+		return grpc.EmptyDialOption{}
+	}
+	return grpc.WithChainUnaryInterceptor(j.Interceptor()) // innermost: it sees what the server said
+}
+
+// handBack hands the server back, before this worker polls, the tasks its
+// killed predecessor held (worker/inflight), so that they are retried now
+// rather than after their timeouts.
+func handBack(j *inflight.Journal, c client.Client, logger *slog.Logger) {
+	if j == nil {
+		return
+	}
+	host, _ := os.Hostname()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep := j.HandBack(ctx, c.WorkflowService(), config.Get("TEMPORAL_NAMESPACE", "default"), fmt.Sprintf("%d@%s@", os.Getpid(), host))
+	if rep.StickyQueue == "" && rep.WorkflowTasks+rep.ActivityTasks+rep.Gone+rep.Errors == 0 {
+		return
+	}
+	logger.Warn("handed back what the killed worker before this one held", "sticky_queue", rep.StickyQueue, "sticky_shutdown_error", rep.StickyShutdownError,
+		"workflow_tasks", rep.WorkflowTasks, "activity_attempts", rep.ActivityTasks, "gone", rep.Gone, "errors", rep.Errors, "took", rep.Took)
 }
 
 // sweepForeignEnds looks, every FOREIGN_SWEEP_EVERY (default 1m; "0" turns

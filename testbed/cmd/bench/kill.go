@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -34,10 +35,13 @@ func (k *killWorkload) run(ctx context.Context, e *env, res *results) error {
 	for i, n := range k.inflight {
 		e.claims.kill()
 		var err error
-		if e.claims, err = e.spawnClaimsWorker(fmt.Sprintf("claims-worker-kill-%d", i)); err != nil {
+		// The killed worker and its replacement share a task journal, as
+		// a worker restarted where it ran does (worker/inflight).
+		journal := "TASK_JOURNAL_DIR=" + filepath.Join(e.dir, fmt.Sprintf("kill-journal-%d", i))
+		if e.claims, err = e.spawnClaimsWorker(fmt.Sprintf("claims-worker-kill-%d", i), journal); err != nil {
 			return err
 		}
-		if err := e.killRecovery(ctx, res, e.claims, n); err != nil {
+		if err := e.killRecovery(ctx, res, e.claims, n, journal); err != nil {
 			return err
 		}
 		// killRecovery leaves its replacement worker running; adopt it.
@@ -52,7 +56,7 @@ func (k *killWorkload) run(ctx context.Context, e *env, res *results) error {
 // Interrupted means: a regular activity that the server retried after its
 // heartbeat stopped, or a workflow task (local activities included) that
 // timed out on the dead worker or waited on its sticky queue.
-func (e *env) killRecovery(ctx context.Context, res *results, w *proc, inflight int) error {
+func (e *env) killRecovery(ctx context.Context, res *results, w *proc, inflight int, env ...string) error {
 	prefix := fmt.Sprintf("bench-kill-%d-", seq.Add(1))
 	runs := make([]client.WorkflowRun, inflight)
 	for i := range runs {
@@ -74,7 +78,7 @@ func (e *env) killRecovery(ctx context.Context, res *results, w *proc, inflight 
 	}
 	w.kill()
 	killed := time.Now()
-	if _, err := e.spawnClaimsWorker("claims-worker-replacement"); err != nil {
+	if _, err := e.spawnClaimsWorker("claims-worker-replacement", env...); err != nil {
 		return err
 	}
 	for _, r := range runs {
@@ -132,7 +136,7 @@ func (e *env) interruptedStep(ctx context.Context, id string, t time.Time) (time
 			if retried[ev.GetActivityTaskCompletedEventAttributes().GetScheduledEventId()] {
 				done, kind = at, "activity"
 			}
-		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED: // failed: handed back (worker/inflight)
 			if at.After(t) {
 				waitingTask = true
 			}

@@ -1006,6 +1006,8 @@ func (d *dcEngine) start(ctx context.Context, crash string) error {
 			cmd.Env = append(append(os.Environ(), d.env...), "LOG_LEVEL=warn",
 				"STRIPE_API_BASE="+e.simURL, "STRIPE_SECRET_KEY=sk_test_local", stripesimRate,
 				"CLAIMS_DB="+d.claimsDB, "MAIL_SPOOL="+filepath.Join(d.w.dir, d.label+"-mail"),
+				// Restarted where it ran, it hands back what it held (worker/inflight).
+				"TASK_JOURNAL_DIR="+filepath.Join(d.w.dir, d.label+"-journal"),
 				"BLOB_URL="+e.blobURL(), "APPROVERS_FILE="+e.approversFile(), "CLAIMS_TASK_QUEUE="+d.queue,
 				// The same claim as the peers': no jurisdiction's letters.
 				"JURISDICTION_RULES_FILE=none", "FINAL_OUTCOME=reject",
