@@ -58,6 +58,7 @@ import (
 	failurepb "go.temporal.io/api/failure/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
@@ -65,6 +66,10 @@ import (
 // ErrKilled is the failure type of an activity attempt handed back because
 // the worker running it was killed.
 const ErrKilled = "WorkerKilled"
+
+// handBackConcurrency is how many tasks HandBack hands back at a time: a
+// worker held up to its slots' worth.
+const handBackConcurrency = 16
 
 // retryAfter replaces the retry policy's backoff for an attempt handed
 // back: its worker is gone, not struggling.
@@ -243,40 +248,43 @@ func (j *Journal) HandBack(ctx context.Context, svc workflowservice.WorkflowServ
 			StickyTaskQueue: rep.StickyQueue, Identity: identity, Reason: "killed; its successor hands back what it held"})
 		_ = os.Remove(filepath.Join(j.dir, stickyFile))
 	}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(handBackConcurrency)
 	for _, e := range entries {
-		prefix, ok := "", false
-		for _, p := range []string{activityPrefix, workflowPrefix} {
-			if strings.HasPrefix(e.Name(), p) {
-				prefix, ok = p, true
-			}
-		}
-		if !ok {
+		prefix, _, ok := strings.Cut(e.Name(), "-")
+		if prefix += "-"; !ok || (prefix != activityPrefix && prefix != workflowPrefix) {
 			continue
 		}
 		path := filepath.Join(j.dir, e.Name())
-		token, err := os.ReadFile(path)
-		if err != nil || len(token) == 0 {
-			_ = os.Remove(path)
-			continue
-		}
-		if prefix == activityPrefix {
-			err = failActivity(ctx, svc, namespace, identity, token)
-		} else {
-			err = failWorkflowTask(ctx, svc, namespace, identity, token)
-		}
-		switch {
-		case err == nil && prefix == activityPrefix:
-			rep.ActivityTasks++
-		case err == nil:
-			rep.WorkflowTasks++
-		case isNotFound(err) || isInvalid(err):
-			rep.Gone++
-		default:
-			rep.Errors++
-			j.log.Warn("task journal: a task not handed back; its timeout frees it", "error", err)
-		}
-		_ = os.Remove(path)
+		g.Go(func() error {
+			defer os.Remove(path)
+			token, err := os.ReadFile(path)
+			if err != nil || len(token) == 0 {
+				return nil
+			}
+			if prefix == activityPrefix {
+				err = failActivity(ctx, svc, namespace, identity, token)
+			} else {
+				err = failWorkflowTask(ctx, svc, namespace, identity, token)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && prefix == activityPrefix:
+				rep.ActivityTasks++
+			case err == nil:
+				rep.WorkflowTasks++
+			case isNotFound(err) || isInvalid(err):
+				rep.Gone++
+			default:
+				rep.Errors++
+				j.log.Warn("task journal: a task not handed back; its timeout frees it", "error", err)
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
 	rep.Took = time.Since(begin)
 	return rep
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,6 +106,7 @@ func TestTheJournalHandsBackWhatWasHeldAndNothingElse(t *testing.T) {
 // recorder is the frontend as HandBack sees it.
 type recorder struct {
 	workflowservice.WorkflowServiceClient
+	mu                        sync.Mutex // HandBack calls it from several goroutines
 	gone                      map[string]bool
 	shutdown                  []string
 	workflowTasks, activities []string
@@ -113,17 +115,23 @@ type recorder struct {
 }
 
 func (r *recorder) ShutdownWorker(_ context.Context, in *workflowservice.ShutdownWorkerRequest, _ ...grpc.CallOption) (*workflowservice.ShutdownWorkerResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.shutdown = append(r.shutdown, in.GetStickyTaskQueue())
 	return &workflowservice.ShutdownWorkerResponse{}, nil
 }
 
 func (r *recorder) RespondWorkflowTaskFailed(_ context.Context, in *workflowservice.RespondWorkflowTaskFailedRequest, _ ...grpc.CallOption) (*workflowservice.RespondWorkflowTaskFailedResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.workflowTasks = append(r.workflowTasks, string(in.GetTaskToken()))
 	r.failures = append(r.failures, in.GetFailure())
 	return &workflowservice.RespondWorkflowTaskFailedResponse{}, nil
 }
 
 func (r *recorder) RespondActivityTaskFailed(_ context.Context, in *workflowservice.RespondActivityTaskFailedRequest, _ ...grpc.CallOption) (*workflowservice.RespondActivityTaskFailedResponse, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.activities = append(r.activities, string(in.GetTaskToken()))
 	if r.gone[string(in.GetTaskToken())] {
 		return nil, serviceerror.NewNotFound("workflow execution already completed")
