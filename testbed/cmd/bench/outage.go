@@ -149,6 +149,7 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	modelBack := map[string]time.Time{} // its first call once the model was back, answered or not
 	assessed := map[string]int{}
 	rateLimited := 0
+	var limitedAt []time.Duration // each 429, from the model's return
 	for _, c := range sim.Calls() {
 		if _, ok := modelBack[c.ClaimID]; !ok && c.Fault != modelsim.Outage && !c.At.Before(stripeDown) {
 			modelBack[c.ClaimID] = c.At
@@ -158,6 +159,7 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 			refusedModel[c.ClaimID]++
 		case c.RateLimited:
 			rateLimited++
+			limitedAt = append(limitedAt, c.At.Sub(stripeDown))
 		case c.Answered != "error" && c.Kind == "assessment":
 			assessed[c.ClaimID]++
 		}
@@ -184,6 +186,20 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	res.Values[k+"model_refused_max"] = maxOf(refusedModel)
 	res.Values[k+"stripe_refused_per_claim"] = float64(refusedStripe) / float64(o.claims)
 	res.Values[k+"model_rate_limited"] = float64(rateLimited)
+	// When the 429s came, from the model's return: a burst at the return,
+	// or spread through the sweep.
+	for _, w := range []struct {
+		name     string
+		from, to time.Duration
+	}{{"10s", 0, 10 * time.Second}, {"60s", 10 * time.Second, time.Minute}, {"later", time.Minute, 24 * time.Hour}} {
+		n := 0
+		for _, d := range limitedAt {
+			if d >= w.from && d < w.to {
+				n++
+			}
+		}
+		res.Values[k+"model_rate_limited_"+w.name] = float64(n)
+	}
 	// The slots in use once every claim that waited had begun to, until
 	// the dependency was back.
 	for dep, w := range map[string][2]time.Time{"model": {latest(modelSince).Add(10 * time.Second), stripeDown},
@@ -207,9 +223,9 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 		ordered = append(ordered, fmt.Sprintf("%s (back %.0f s into a 5-minute tick): %.3f of %d pairs over 30 s apart in order (%.3f of all), all back within %.0f s",
 			dep.name, res.Values[k+dep.name+"_back_in_tick_s"], apart, pairs, all, span.Seconds()))
 	}
-	fmt.Fprintf(os.Stderr, "  outage: %d claims %v in %s; waiting %d on the model, %d on Stripe; refused a claim: model %.1f (max %.0f), Stripe %.1f; model 429s %d; activity slots in use while down: model %.1f (max %.0f), Stripe %.1f (max %.0f)\n    %s\n",
+	fmt.Fprintf(os.Stderr, "  outage: %d claims %v in %s; waiting %d on the model, %d on Stripe; refused a claim: model %.1f (max %.0f), Stripe %.1f; model 429s %d (%.0f in the first 10 s back, %.0f in the next 50 s); activity slots in use while down: model %.1f (max %.0f), Stripe %.1f (max %.0f)\n    %s\n",
 		o.claims, ended, last.Sub(modelDown).Round(time.Second), len(modelSince), len(stripeSince),
-		res.Values[k+"model_refused_per_claim"], res.Values[k+"model_refused_max"], res.Values[k+"stripe_refused_per_claim"], rateLimited,
+		res.Values[k+"model_refused_per_claim"], res.Values[k+"model_refused_max"], res.Values[k+"stripe_refused_per_claim"], rateLimited, res.Values[k+"model_rate_limited_10s"], res.Values[k+"model_rate_limited_60s"],
 		res.Values[k+"model_slots_used_mean"], res.Values[k+"model_slots_used_max"], res.Values[k+"stripe_slots_used_mean"], res.Values[k+"stripe_slots_used_max"],
 		strings.Join(ordered, "\n    "))
 	switch {
