@@ -178,7 +178,11 @@ func (j *Journal) Interceptor() grpc.UnaryClientInterceptor {
 			// (A legacy query comes as a workflow task and is answered
 			// with RespondQueryTaskCompleted.)
 			if r, ok := reply.(*workflowservice.RespondWorkflowTaskCompletedResponse); ok && err == nil {
-				// Activities the server dispatched eagerly with the answer.
+				// The run's next workflow task, handed straight back with
+				// the answer (the SDK asks for it: a local activity's
+				// heartbeat, events that came in meanwhile), and the
+				// activities the server dispatched eagerly.
+				j.put(workflowPrefix, r.GetWorkflowTask().GetTaskToken())
 				for _, t := range r.GetActivityTasks() {
 					j.put(activityPrefix, t.GetTaskToken())
 				}

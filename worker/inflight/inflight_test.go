@@ -61,7 +61,8 @@ func TestTheJournalHandsBackWhatWasHeldAndNothingElse(t *testing.T) {
 	call(t, j, "PollWorkflowTaskQueue", &workflowservice.PollWorkflowTaskQueueRequest{TaskQueue: &taskqueuepb.TaskQueue{Name: "claims"}},
 		&workflowservice.PollWorkflowTaskQueueResponse{TaskToken: []byte("wft-done")}, nil)
 	call(t, j, "RespondWorkflowTaskCompleted", &workflowservice.RespondWorkflowTaskCompletedRequest{TaskToken: []byte("wft-done")},
-		&workflowservice.RespondWorkflowTaskCompletedResponse{ActivityTasks: []*workflowservice.PollActivityTaskQueueResponse{{TaskToken: []byte("eager-held")}}}, nil)
+		&workflowservice.RespondWorkflowTaskCompletedResponse{WorkflowTask: &workflowservice.PollWorkflowTaskQueueResponse{TaskToken: []byte("wft-next-held")},
+			ActivityTasks: []*workflowservice.PollActivityTaskQueueResponse{{TaskToken: []byte("eager-held")}}}, nil)
 	call(t, j, "PollActivityTaskQueue", &workflowservice.PollActivityTaskQueueRequest{},
 		&workflowservice.PollActivityTaskQueueResponse{TaskToken: []byte("act-held")}, nil)
 	call(t, j, "PollActivityTaskQueue", &workflowservice.PollActivityTaskQueueRequest{},
@@ -85,10 +86,10 @@ func TestTheJournalHandsBackWhatWasHeldAndNothingElse(t *testing.T) {
 	rep := next.HandBack(context.Background(), svc, "default", "successor")
 	assert.Equal(t, "host:sticky-1", rep.StickyQueue)
 	assert.Equal(t, []string{"host:sticky-1"}, svc.shutdown)
-	assert.ElementsMatch(t, []string{"wft-held"}, svc.workflowTasks)
+	assert.ElementsMatch(t, []string{"wft-held", "wft-next-held"}, svc.workflowTasks, "polled, or handed back with an answer")
 	assert.ElementsMatch(t, []string{"eager-held", "act-held", "act-unknown", "act-unsent"}, svc.activities,
 		"held: polled, dispatched eagerly, or answered with an error the server may not have seen")
-	assert.Equal(t, Report{StickyQueue: "host:sticky-1", WorkflowTasks: 1, ActivityTasks: 3, Gone: 1, Took: rep.Took}, rep)
+	assert.Equal(t, Report{StickyQueue: "host:sticky-1", WorkflowTasks: 2, ActivityTasks: 3, Gone: 1, Took: rep.Took}, rep)
 	for _, f := range svc.failures {
 		assert.Equal(t, ErrKilled, f.GetApplicationFailureInfo().GetType())
 	}
