@@ -177,7 +177,13 @@ func TestCrashesAfterARejectionEndTheClaimOnce(t *testing.T) {
 	for step, id := range ids {
 		points = append(points, fmt.Sprintf("%s:%d:%s", id, step, crash.AfterEffect))
 	}
-	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"),
+	// The receipt asks the claim for its request: a query, which within
+	// 10 s of a worker's death the server sends to that worker's sticky
+	// queue, where it waits out its deadline. So each claim is rejected
+	// only once the one before has ended, on a worker restarted with its
+	// task journal, which shut the dead worker's sticky queue down first.
+	env := append(append([]string{}, w.env...), "TASK_JOURNAL_DIR="+filepath.Join(t.TempDir(), "journal"))
+	worker := testenv.Supervise(t, env, filepath.Join(w.bin, "worker"),
 		"--crash-at", strings.Join(points, ","), "--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
 	for _, id := range ids {
 		w.start(w.claimFile(id, "1840.00"))
@@ -187,6 +193,7 @@ func TestCrashesAfterARejectionEndTheClaimOnce(t *testing.T) {
 		out, err := w.cli("workflow", "signal", "--workflow-id", id, "--name", "reject",
 			"--input", w.receipt("reject", id, "adjuster-17", "--reason", "the invoice is for another address"))
 		require.NoError(t, err, out)
+		w.result(id)
 	}
 	st, err := store.Open(w.store)
 	require.NoError(t, err)
