@@ -141,9 +141,9 @@ func newPaced(next http.RoundTripper, c StripeConfig) *paced {
 			return c.ConsecutiveFailures >= stripeTripAfter || // down
 				c.Requests >= 4*stripeTripAfter && c.TotalFailures*2 >= c.Requests // half its calls failing (creates, say, and not reads)
 		},
-		// A call we gave up (its attempt's lease or the rate limit's
-		// wait ended) says nothing about Stripe.
-		IsExcluded: func(err error) bool { return errors.Is(err, context.Canceled) || errors.Is(err, errNotAsked) },
+		// A call its caller gave up (RoundTrip marks it) says nothing
+		// about Stripe.
+		IsExcluded: func(err error) bool { return errors.Is(err, errNotAsked) },
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			slog.Warn("stripe circuit", "from", from.String(), "to", to.String())
 			p.mu.Lock()

@@ -148,7 +148,6 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	refusedModel := map[string]int{}
 	modelBack := map[string]time.Time{} // its first call once the model was back, answered or not
 	assessed := map[string]int{}
-	rateLimited := 0
 	var limitedAt []time.Duration // each 429, from the model's return
 	for _, c := range sim.Calls() {
 		if _, ok := modelBack[c.ClaimID]; !ok && c.Fault != modelsim.Outage && !c.At.Before(stripeDown) {
@@ -158,7 +157,6 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 		case c.Fault == modelsim.Outage:
 			refusedModel[c.ClaimID]++
 		case c.RateLimited:
-			rateLimited++
 			limitedAt = append(limitedAt, c.At.Sub(stripeDown))
 		case c.Answered != "error" && c.Kind == "assessment":
 			assessed[c.ClaimID]++
@@ -185,7 +183,7 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	res.Values[k+"model_refused_per_claim"] = meanOver(refusedModel, ids)
 	res.Values[k+"model_refused_max"] = maxOf(refusedModel)
 	res.Values[k+"stripe_refused_per_claim"] = float64(refusedStripe) / float64(o.claims)
-	res.Values[k+"model_rate_limited"] = float64(rateLimited)
+	res.Values[k+"model_rate_limited"] = float64(len(limitedAt))
 	// When the 429s came, from the model's return: a burst at the return,
 	// or spread through the sweep.
 	for _, w := range []struct {
@@ -225,7 +223,7 @@ func (o *outageWorkload) run(ctx context.Context, e *env, res *results) error {
 	}
 	fmt.Fprintf(os.Stderr, "  outage: %d claims %v in %s; waiting %d on the model, %d on Stripe; refused a claim: model %.1f (max %.0f), Stripe %.1f; model 429s %d (%.0f in the first 10 s back, %.0f in the next 50 s); activity slots in use while down: model %.1f (max %.0f), Stripe %.1f (max %.0f)\n    %s\n",
 		o.claims, ended, last.Sub(modelDown).Round(time.Second), len(modelSince), len(stripeSince),
-		res.Values[k+"model_refused_per_claim"], res.Values[k+"model_refused_max"], res.Values[k+"stripe_refused_per_claim"], rateLimited, res.Values[k+"model_rate_limited_10s"], res.Values[k+"model_rate_limited_60s"],
+		res.Values[k+"model_refused_per_claim"], res.Values[k+"model_refused_max"], res.Values[k+"stripe_refused_per_claim"], len(limitedAt), res.Values[k+"model_rate_limited_10s"], res.Values[k+"model_rate_limited_60s"],
 		res.Values[k+"model_slots_used_mean"], res.Values[k+"model_slots_used_max"], res.Values[k+"stripe_slots_used_mean"], res.Values[k+"stripe_slots_used_max"],
 		strings.Join(ordered, "\n    "))
 	switch {
