@@ -81,12 +81,15 @@ func (b *ModelBudget) wait(tat, need, now int64) time.Duration {
 }
 
 // Settle corrects a booking by delta tokens: more used than booked moves
-// the bucket's time on, fewer moves it back.
+// the bucket's time on, fewer moves it back. A bucket that has refilled
+// since the booking is charged from full, as the provider charges an
+// answer when it sends it: else an overrun settled late would be lost.
 func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	_, err := b.s.exec(ctx, `UPDATE model_budget SET tat_us = tat_us + ? WHERE name = ?`, b.span(delta).Microseconds(), b.name)
+	_, err := b.s.exec(ctx, `UPDATE model_budget SET tat_us = `+b.s.d.greatest+`(tat_us, ?) + ? WHERE name = ?`,
+		b.nowUS(), b.span(delta).Microseconds(), b.name)
 	return err
 }
 

@@ -63,6 +63,19 @@ func TestModelBudgetBooksAtTheRate(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, wait)
 
+		// A call that used 400 more tokens than booked, answered once the
+		// bucket had refilled, is charged them from full (as the provider
+		// charges its answer): the burst after it waits 4 s.
+		now = now.Add(time.Minute)
+		wait, _, err = b.Reserve(ctx, 100, 0)
+		require.NoError(t, err)
+		assert.Zero(t, wait)
+		now = now.Add(time.Minute)
+		require.NoError(t, b.Settle(ctx, 400))
+		wait, _, err = b.Reserve(ctx, 500, time.Minute)
+		require.NoError(t, err)
+		assert.Equal(t, 4*time.Second, wait, "a late charge is not lost to the full bucket")
+
 		// The provider says 429, retry after 10 s: everyone waits that long first.
 		now = now.Add(time.Minute)
 		require.NoError(t, b.Hold(ctx, 10*time.Second))
