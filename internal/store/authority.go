@@ -82,7 +82,7 @@ func (s *Store) HandOver(ctx context.Context, id, from, to string) (bool, error)
 }
 
 func (s *Store) getClaimTx(ctx context.Context, t *tx, id string) (Record, error) {
-	return scanRecord(t.QueryRowContext(ctx, t.d.rebind(`SELECT `+recordColumns+` FROM claims WHERE id = ?`), id), id)
+	return scanRecord(t.queryRow(ctx, `SELECT `+recordColumns+` FROM claims WHERE id = ?`, id), id)
 }
 
 // Payout statuses.

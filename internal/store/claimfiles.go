@@ -70,7 +70,7 @@ func (s *Store) AppendClaimFile(ctx context.Context, f ClaimFile) (ClaimFile, bo
 	if err := t.lock(ctx, `SELECT size FROM claim_file_log WHERE id = 1`).Scan(&size); err != nil {
 		return ClaimFile{}, false, fmt.Errorf("store: claim-file log: %w", err)
 	}
-	held, err := scanClaimFile(t.QueryRowContext(ctx, t.d.rebind(`SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? AND run_id = ?`),
+	held, err := scanClaimFile(t.queryRow(ctx, `SELECT `+claimFileColumns+` FROM claim_files WHERE claim_id = ? AND run_id = ?`,
 		f.ClaimID, f.RunID))
 	if err == nil {
 		return held, true, nil

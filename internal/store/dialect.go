@@ -234,7 +234,7 @@ func openSQLite(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: migrating %s: %w", path, err)
 	}
-	return &Store{db: db, d: sqlite, now: time.Now}, nil
+	return &Store{db: db, d: sqlite, now: time.Now, stmts: newStmtCache(db)}, nil
 }
 
 func migrate(ctx context.Context, db *sql.DB, d goose.Dialect, dir string, opts ...goose.ProviderOption) error {

@@ -158,7 +158,7 @@ func (s *Store) RequestReview(ctx context.Context, req ReviewRequest) (rv Review
 // closedRecord reads the audit record step 9 wrote for a closed claim.
 func closedRecord(ctx context.Context, t *tx, id string) (audit.Record, error) {
 	var body string
-	err := t.QueryRowContext(ctx, t.d.rebind(`SELECT record FROM audit WHERE key = ?`), string(claim.StepKey(id, claim.StepAudit))).Scan(&body)
+	err := t.queryRow(ctx, `SELECT record FROM audit WHERE key = ?`, string(claim.StepKey(id, claim.StepAudit))).Scan(&body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return audit.Record{}, fmt.Errorf("store: claim %s is closed but its record is not written yet: %w", id, ErrReviewNotClosed)
 	}
@@ -206,7 +206,7 @@ func reviewable(orig Record, rec audit.Record, rv *Review) error {
 const reviewColumns = `r.claim_id, r.review_id, r.requested_by, r.requested_at, r.reason, r.decided_by, r.decided_at, r.window_ends, c.body`
 
 func (s *Store) reviewTx(ctx context.Context, t *tx, claimID string) (Review, error) {
-	return scanReview(t.QueryRowContext(ctx, t.d.rebind(`SELECT `+reviewColumns+` FROM reviews r JOIN claims c ON c.id = r.review_id WHERE r.claim_id = ?`), claimID), claimID)
+	return scanReview(t.queryRow(ctx, `SELECT `+reviewColumns+` FROM reviews r JOIN claims c ON c.id = r.review_id WHERE r.claim_id = ?`, claimID), claimID)
 }
 
 // ReviewOf returns the review requested of a claim; ErrNotFound if none.

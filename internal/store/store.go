@@ -45,9 +45,10 @@ const (
 // Store is safe for concurrent use, by any number of processes sharing
 // the database.
 type Store struct {
-	db  *sql.DB
-	d   dialect
-	now func() time.Time
+	db    *sql.DB
+	d     dialect
+	now   func() time.Time
+	stmts *stmtCache // SQLite's prepared statements; nil on PostgreSQL
 }
 
 // Open opens the store named by dsn, creating and migrating it as needed: a
@@ -66,7 +67,10 @@ func Open(dsn string) (*Store, error) {
 func (s *Store) Backend() string { return s.d.name }
 
 // Close releases the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.stmts.close()
+	return s.db.Close()
+}
 
 // stamp is now, to the microsecond (PostgreSQL's precision, so a time
 // returned at once and the same time read back later are equal).
@@ -79,7 +83,13 @@ func (s *Store) ts(t time.Time) any { return s.d.time(t) }
 // on (telemetry.StartQuery: the statement, never its arguments).
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	ctx, span := telemetry.StartQuery(ctx, s.d.system(), q)
-	r, err := s.db.ExecContext(ctx, s.d.rebind(q), args...)
+	var r sql.Result
+	var err error
+	if st := s.stmts.get(ctx, q, false); st != nil {
+		r, err = st.ExecContext(ctx, args...)
+	} else {
+		r, err = s.db.ExecContext(ctx, s.d.rebind(q), args...)
+	}
 	telemetry.End(span, err, "statement failed")
 	return r, err
 }
@@ -87,12 +97,21 @@ func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, er
 func (s *Store) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	ctx, span := telemetry.StartQuery(ctx, s.d.system(), q)
 	defer span.End()
+	if st := s.stmts.get(ctx, q, false); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
 	return s.db.QueryRowContext(ctx, s.d.rebind(q), args...)
 }
 
 func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	ctx, span := telemetry.StartQuery(ctx, s.d.system(), q)
-	rows, err := s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	var rows *sql.Rows
+	var err error
+	if st := s.stmts.get(ctx, q, false); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = s.db.QueryContext(ctx, s.d.rebind(q), args...)
+	}
 	telemetry.End(span, err, "query failed")
 	return rows, err
 }
@@ -101,7 +120,8 @@ func (s *Store) query(ctx context.Context, q string, args ...any) (*sql.Rows, er
 // from its start; on PostgreSQL, rows read with lock() are locked until it ends.
 type tx struct {
 	*sql.Tx
-	d dialect
+	d     dialect
+	stmts *stmtCache
 }
 
 func (s *Store) begin(ctx context.Context) (*tx, error) {
@@ -109,21 +129,44 @@ func (s *Store) begin(ctx context.Context) (*tx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tx{Tx: t, d: s.d}, nil
+	return &tx{Tx: t, d: s.d, stmts: s.stmts}, nil
+}
+
+// stmt is q prepared for the transaction (the connection's statement,
+// prepared once), or nil to run it unprepared.
+func (t *tx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if st := t.stmts.get(ctx, q, true); st != nil {
+		return t.StmtContext(ctx, st)
+	}
+	return nil
 }
 
 func (t *tx) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	ctx, span := telemetry.StartQuery(ctx, t.d.system(), q)
-	r, err := t.ExecContext(ctx, t.d.rebind(q), args...)
+	var r sql.Result
+	var err error
+	if st := t.stmt(ctx, q); st != nil {
+		r, err = st.ExecContext(ctx, args...)
+	} else {
+		r, err = t.ExecContext(ctx, t.d.rebind(q), args...)
+	}
 	telemetry.End(span, err, "statement failed")
 	return r, err
 }
 
-// lock reads one row and locks it until the transaction ends.
-func (t *tx) lock(ctx context.Context, q string, args ...any) *sql.Row {
+// queryRow reads one row within the transaction.
+func (t *tx) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
 	ctx, span := telemetry.StartQuery(ctx, t.d.system(), q)
 	defer span.End()
-	return t.QueryRowContext(ctx, t.d.rebind(q+t.d.forUpdate), args...)
+	if st := t.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return t.QueryRowContext(ctx, t.d.rebind(q), args...)
+}
+
+// lock reads one row and locks it until the transaction ends.
+func (t *tx) lock(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.queryRow(ctx, q+t.d.forUpdate, args...)
 }
 
 // Record is a claim as the system of record holds it.
@@ -483,7 +526,7 @@ func (s *Store) RecordRefusal(ctx context.Context, r Refusal) (kept bool, err er
 		return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
 	}
 	var n, same int
-	if err := t.QueryRowContext(ctx, t.d.rebind(`SELECT count(*), count(CASE WHEN key = ? AND key <> '' THEN 1 END) FROM refusals WHERE claim_id = ?`),
+	if err := t.queryRow(ctx, `SELECT count(*), count(CASE WHEN key = ? AND key <> '' THEN 1 END) FROM refusals WHERE claim_id = ?`,
 		r.Key, r.ClaimID).Scan(&n, &same); err != nil {
 		return false, fmt.Errorf("store: refusal for %s: %w", r.ClaimID, err)
 	}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+)
+
+// stmtCache keeps each statement the store runs prepared, once per
+// connection, for SQLite: modernc.org/sqlite parses a query anew on every
+// call, which was 12 % of the claims worker's CPU on the auto-approve
+// path (docs/performance.md), while pgx caches its statements itself. A
+// query that cannot be prepared is run unprepared, so that its own error
+// is the one returned. The queries are the store's constants and a few
+// built from column lists; maxCachedStatements bounds the cache should a
+// query ever be built from its arguments.
+type stmtCache struct {
+	db      *sql.DB
+	mu      sync.RWMutex
+	m       map[string]*sql.Stmt
+	warming map[string]bool // being prepared apart for a transaction
+	closed  bool
+}
+
+const maxCachedStatements = 512
+
+func newStmtCache(db *sql.DB) *stmtCache {
+	return &stmtCache{db: db, m: map[string]*sql.Stmt{}, warming: map[string]bool{}}
+}
+
+// get is q prepared, or nil: no cache (PostgreSQL), a full cache, or a
+// query the database refuses to prepare. Preparing takes a connection
+// from the pool, so a transaction, which holds one already, asks with
+// forTx: a statement not yet prepared is then prepared apart, for the
+// next time, and this time runs unprepared (else transactions holding
+// every connection, and the write lock, would wait for one another).
+func (c *stmtCache) get(ctx context.Context, q string, forTx bool) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	c.mu.RLock()
+	st, full := c.m[q], len(c.m) >= maxCachedStatements
+	c.mu.RUnlock()
+	if st != nil || full {
+		return st
+	}
+	if forTx {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.warming[q] && !c.closed {
+			c.warming[q] = true
+			go func() {
+				c.prepare(context.Background(), q)
+				c.mu.Lock()
+				delete(c.warming, q)
+				c.mu.Unlock()
+			}()
+		}
+		return nil
+	}
+	return c.prepare(ctx, q)
+}
+
+func (c *stmtCache) prepare(ctx context.Context, q string) *sql.Stmt {
+	st, err := c.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if had := c.m[q]; had != nil || c.closed || len(c.m) >= maxCachedStatements {
+		st.Close()
+		return had
+	}
+	c.m[q] = st
+	return st
+}
+
+// close releases every prepared statement; the store is closing.
+func (c *stmtCache) close() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for q, st := range c.m {
+		st.Close()
+		delete(c.m, q)
+	}
+}
