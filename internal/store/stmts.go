@@ -19,6 +19,7 @@ type stmtCache struct {
 	mu      sync.RWMutex
 	m       map[string]*sql.Stmt
 	warming map[string]bool // being prepared apart for a transaction
+	warmers sync.WaitGroup
 	closed  bool
 }
 
@@ -49,12 +50,12 @@ func (c *stmtCache) get(ctx context.Context, q string, forTx bool) *sql.Stmt {
 		defer c.mu.Unlock()
 		if !c.warming[q] && !c.closed {
 			c.warming[q] = true
-			go func() {
+			c.warmers.Go(func() {
 				c.prepare(context.Background(), q)
 				c.mu.Lock()
 				delete(c.warming, q)
 				c.mu.Unlock()
-			}()
+			})
 		}
 		return nil
 	}
@@ -76,14 +77,18 @@ func (c *stmtCache) prepare(ctx context.Context, q string) *sql.Stmt {
 	return st
 }
 
-// close releases every prepared statement; the store is closing.
+// close releases every prepared statement, once none is being prepared
+// apart; the store is closing.
 func (c *stmtCache) close() {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
+	c.mu.Unlock()
+	c.warmers.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for q, st := range c.m {
 		st.Close()
 		delete(c.m, q)
