@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -55,29 +53,23 @@ func (b *ModelBudget) nowUS() int64 { return b.s.now().UnixMicro() }
 // bucket to be full, and leaves it in debt that the refill repays before
 // the next (else it could never be served).
 func (b *ModelBudget) Reserve(ctx context.Context, tokens int64, most time.Duration) (time.Duration, bool, error) {
-	now, cost := b.nowUS(), b.span(tokens).Microseconds()
+	cost := b.span(tokens).Microseconds()
 	need := min(cost, b.burst.Microseconds()) // what must have been refilled
-	slack := (b.burst + most).Microseconds()
-	g := b.s.d.greatest
-	var tat int64
-	err := b.s.queryRow(ctx, `UPDATE model_budget SET tat_us = `+g+`(tat_us, ?) + ? WHERE name = ? AND `+g+`(tat_us, ?) + ? - ? <= ? RETURNING tat_us`,
-		now, cost, b.name, now, need, now, slack).Scan(&tat)
-	switch {
-	case err == nil:
-		return b.wait(tat-cost, need, now), true, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+	var wait time.Duration
+	booked := false
+	err := b.update(ctx, func(tat, now int64) int64 {
+		from := max(tat, now)
+		wait = max(time.Duration(from+need-now)*time.Microsecond-b.burst, 0)
+		if wait > most {
+			return tat
+		}
+		booked = true
+		return from + cost
+	})
+	if err != nil {
+		return 0, false, err
 	}
-	if err := b.s.queryRow(ctx, `SELECT tat_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat); err != nil {
-		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
-	}
-	return b.wait(tat, need, now), false, nil
-}
-
-// wait is how long a booking needing need µs of refill waits, with the
-// bucket's time at tat before it.
-func (b *ModelBudget) wait(tat, need, now int64) time.Duration {
-	return max(time.Duration(max(tat, now)+need-now)*time.Microsecond-b.burst, 0)
+	return wait, booked, nil
 }
 
 // Settle corrects a booking by delta tokens: more used than booked moves
@@ -88,15 +80,38 @@ func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	_, err := b.s.exec(ctx, `UPDATE model_budget SET tat_us = `+b.s.d.greatest+`(tat_us, ?) + ? WHERE name = ?`,
-		b.nowUS(), b.span(delta).Microseconds(), b.name)
-	return err
+	return b.update(ctx, func(tat, now int64) int64 { return max(tat, now) + b.span(delta).Microseconds() })
 }
 
 // Hold keeps every booking back for d: the bucket counts as empty until
 // then.
 func (b *ModelBudget) Hold(ctx context.Context, d time.Duration) error {
-	until := b.nowUS() + (d + b.burst).Microseconds()
-	_, err := b.s.exec(ctx, `UPDATE model_budget SET tat_us = `+b.s.d.greatest+`(tat_us, ?) WHERE name = ?`, until, b.name)
-	return err
+	return b.update(ctx, func(tat, now int64) int64 { return max(tat, now+(d+b.burst).Microseconds()) })
+}
+
+// update moves the bucket's time from tat to next(tat, now), reading now
+// once the row is locked (on SQLite, once the transaction holds the
+// database): a booking that waited for another writer is booked at the
+// time it got in. Booked at the time it asked, into a bucket that was
+// full then, its tokens were lost to a refill the wait had already
+// capped (TestModelBudgetBooksWhenTheDatabaseLetsItIn).
+func (b *ModelBudget) update(ctx context.Context, next func(tat, now int64) int64) error {
+	t, err := b.s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	defer t.Rollback()
+	var tat int64
+	if err := t.lock(ctx, `SELECT tat_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat); err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	if moved := next(tat, b.nowUS()); moved != tat {
+		if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ? WHERE name = ?`, moved, b.name); err != nil {
+			return fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -146,5 +147,49 @@ func TestModelBudgetServesABookingLargerThanTheBurst(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Zero(t, wait)
+	})
+}
+
+// A booking that waits for the database (another writer holds it) is
+// booked at the time it gets in, not at the time it asked: booked at the
+// earlier time, into a bucket that was full then, its tokens were lost to
+// the refill the wait had already capped.
+func TestModelBudgetBooksWhenTheDatabaseLetsItIn(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		b, err := s.ModelBudget(ctx, "contended", 6000, 500) // 100 a second, a burst of 500
+		require.NoError(t, err)
+
+		// Another writer holds the budget's row (and, on SQLite, the database).
+		holder, err := s.begin(ctx)
+		require.NoError(t, err)
+		var tat int64
+		require.NoError(t, holder.lock(ctx, `SELECT tat_us FROM model_budget WHERE name = ?`, "contended").Scan(&tat))
+		_, err = holder.exec(ctx, `UPDATE model_budget SET tat_us = ? WHERE name = ?`, tat, "contended")
+		require.NoError(t, err)
+
+		booked := make(chan error, 1)
+		go func() {
+			wait, ok, err := b.Reserve(ctx, 500, 0)
+			if err == nil && (!ok || wait != 0) {
+				err = fmt.Errorf("a full bucket: want booked at once, got %v, %v", wait, ok)
+			}
+			booked <- err
+		}()
+		time.Sleep(300 * time.Millisecond) // the booking is waiting for the writer
+		mu.Lock()
+		now = now.Add(10 * time.Second)
+		mu.Unlock()
+		require.NoError(t, holder.Commit())
+		require.NoError(t, <-booked)
+
+		// It took the whole burst at 9:00:10, so the next waits 5 s.
+		wait, ok, err := b.Reserve(ctx, 500, time.Minute)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		assert.Equal(t, 5*time.Second, wait, "the booking was made when it got in")
 	})
 }
