@@ -52,7 +52,7 @@ type OpenAIConfig struct {
 	// way.
 	Budget Budget
 	// MaxWait is how long a call may hold its worker waiting for capacity
-	// (default 30 s); past it the wait goes back to the workflow.
+	// (default DefaultMaxWait); past it the wait goes back to the workflow.
 	MaxWait time.Duration
 	// OnWait, when set, hears of every wait for capacity: why ("budget",
 	// "provider", or either with "-handed-back") and how long.
@@ -95,7 +95,7 @@ func NewOpenAIModel(cfg OpenAIConfig) (*OpenAIModel, error) {
 		cfg.MaxInvalidAnswers = 2
 	}
 	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = 30 * time.Second
+		cfg.MaxWait = DefaultMaxWait
 	}
 	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithRequestTimeout(cfg.Timeout)}
 	if cfg.BaseURL != "" {

@@ -591,7 +591,7 @@ func openAIModel(st *store.Store, env, promptsFile string) (*model.OpenAIModel, 
 		OnWait: func(ctx context.Context, why string, d time.Duration) {
 			metrics.Activity(ctx, metrics.ModelWaits, map[string]string{"reason": why})
 		}}
-	if cfg.MaxWait, err = config.Duration("MODEL_MAX_WAIT", 30*time.Second); err != nil {
+	if cfg.MaxWait, err = config.Duration("MODEL_MAX_WAIT", model.DefaultMaxWait); err != nil {
 		return nil, err
 	}
 	if promptsFile != "" {
