@@ -33,6 +33,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowservice "go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/claim"
@@ -216,6 +217,11 @@ func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) e
 	res.Values[key+"bytes_per_claim"] = float64(storage1-storage0) / float64(o.claims)
 	fmt.Fprintf(os.Stderr, "    %d claims at %d in flight: %.1f claims/s, %.1f claims a CPU-second (the machine's, every process), %.0f bytes of durable state a claim\n",
 		o.claims, o.concurrency, rate, res.Values[key+"claims_per_cpu_s"], res.Values[key+"bytes_per_claim"])
+	if d, ok := eng.(*dcEngine); ok {
+		if err := w.floor(ctx, res, d, key); err != nil {
+			return fmt.Errorf("the floor: %w", err)
+		}
+	}
 
 	// Approve → pay: one claim at a time, from the approval to the transfer
 	// committed at stripesim.
@@ -284,6 +290,53 @@ func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) e
 			return fmt.Errorf("kill %s: %w", point, err)
 		}
 	}
+	return nil
+}
+
+// floor runs Temporal alone for what one of the engine's auto-path claims
+// recorded (floorShape of its history: its activities, its local-activity
+// tasks, its upserts, 1 KB payloads) on the same server, as many at the
+// same concurrency, counted the same way (the machine's CPU): the claim's
+// figure as a multiple of its engine's floor. The yardsticks' worker runs
+// it (on the real server, one started for the purpose).
+func (w *peerWorld) floor(ctx context.Context, res *results, d *dcEngine, key string) error {
+	o, e := w.o, w.e
+	events, err := history(ctx, d.client, peerTag(d.name())+"auto-00000", "")
+	if err != nil {
+		return err
+	}
+	shape := floorShape(events)
+	shape.PayloadBytes = 1000
+	if d.label != "durableclaims" { // the real server: a yardsticks' worker of its own
+		p, err := e.spawn("noop-worker-"+d.label, e.self, []string{"noop-worker"}, d.env)
+		if err != nil {
+			return err
+		}
+		defer p.stop()
+	}
+	opts := client.StartWorkflowOptions{TaskQueue: noopQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning))}
+	run := func(n int) error {
+		return parallel(n, o.concurrency, func(int) error {
+			r, err := d.client.ExecuteWorkflow(ctx, opts, FloorWorkflow, shape)
+			if err == nil {
+				err = r.Get(ctx, nil)
+			}
+			return err
+		})
+	}
+	if err := run(min(o.claims, 20)); err != nil { // warm: the worker polls, the queue exists
+		return err
+	}
+	busy0 := busyCPU()
+	if err := run(o.claims); err != nil {
+		return err
+	}
+	perCPU := float64(o.claims) / (busyCPU() - busy0).Seconds()
+	res.Values[key+"floor_per_cpu_s"] = perCPU
+	res.Values[key+"claims_vs_floor"] = perCPU / res.Values[key+"claims_per_cpu_s"]
+	fmt.Fprintf(os.Stderr, "    its floor (%s): %.1f a CPU-second; the claim costs %.2f× its floor\n",
+		shape, perCPU, res.Values[key+"claims_vs_floor"])
 	return nil
 }
 
@@ -1089,5 +1142,12 @@ func printPeers(w io.Writer, res *results, engines []string) {
 		}
 		fmt.Fprintf(w, "%-16s %9.1f %9.1f %8.0f / %5.0f ms %10.0f %10.1f MiB %26s %26s\n", name, v[k+"claims_per_s"], v[k+"claims_per_cpu_s"], percentile(lat, 50), percentile(lat, 99),
 			v[k+"bytes_per_claim"], v[k+"rss_parked_mib"]-v[k+"rss_idle_mib"], kill("after_pay"), kill("in_notify"))
+	}
+	for _, name := range engines {
+		k := "peers_" + name + "_"
+		if f, ok := res.Values[k+"floor_per_cpu_s"]; ok {
+			fmt.Fprintf(w, "%-16s %9s %9.1f   the engine alone for what its claim records: the claim costs %.2f× that\n",
+				name+" floor", "", f, res.Values[k+"claims_vs_floor"])
+		}
 	}
 }
