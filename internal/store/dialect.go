@@ -39,8 +39,6 @@ type dialect struct {
 	// claimant reads a field of the claimant in a claim's body: the same
 	// expression the claims_by_email and claims_by_account indexes use.
 	claimant func(field string) string
-	// greatest is the larger of two numbers.
-	greatest string
 	// readOnly: the store was opened with OpenReadOnly, on a connection
 	// the database itself refuses writes on.
 	readOnly bool
@@ -54,7 +52,6 @@ var sqlite = dialect{
 	bodyInt:   func(col, f string) string { return "json_extract(" + col + ", '$." + f + "')" },
 	claimant:  func(f string) string { return "json_extract(body, '$.claimant." + f + "')" },
 	forUpdate: "",
-	greatest:  "max",
 }
 
 var postgres = dialect{
@@ -77,7 +74,6 @@ var postgres = dialect{
 	bodyInt:   func(col, f string) string { return "(" + col + "->>'" + f + "')::bigint" },
 	claimant:  func(f string) string { return "(body->'claimant'->>'" + f + "')" },
 	forUpdate: " FOR UPDATE",
-	greatest:  "greatest",
 }
 
 // stamp scans a stored time from either backend.

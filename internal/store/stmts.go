@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"sync"
 )
 
@@ -16,6 +17,8 @@ import (
 // query ever be built from its arguments.
 type stmtCache struct {
 	db      *sql.DB
+	ctx     context.Context // for the statements prepared apart; ended by close
+	cancel  context.CancelFunc
 	mu      sync.RWMutex
 	m       map[string]*sql.Stmt
 	warming map[string]bool // being prepared apart for a transaction
@@ -25,8 +28,14 @@ type stmtCache struct {
 
 const maxCachedStatements = 512
 
+// maxCachedPlaceholders keeps a query built from a list of its arguments
+// (IN (?, ?, …)) out of the cache past that length: each length is a
+// statement of its own.
+const maxCachedPlaceholders = 16
+
 func newStmtCache(db *sql.DB) *stmtCache {
-	return &stmtCache{db: db, m: map[string]*sql.Stmt{}, warming: map[string]bool{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &stmtCache{db: db, ctx: ctx, cancel: cancel, m: map[string]*sql.Stmt{}, warming: map[string]bool{}}
 }
 
 // get is q prepared, or nil: no cache (PostgreSQL), a full cache, or a
@@ -42,7 +51,7 @@ func (c *stmtCache) get(ctx context.Context, q string, forTx bool) *sql.Stmt {
 	c.mu.RLock()
 	st, full := c.m[q], len(c.m) >= maxCachedStatements
 	c.mu.RUnlock()
-	if st != nil || full {
+	if st != nil || full || strings.Count(q, "?") > maxCachedPlaceholders {
 		return st
 	}
 	if forTx {
@@ -51,7 +60,7 @@ func (c *stmtCache) get(ctx context.Context, q string, forTx bool) *sql.Stmt {
 		if !c.warming[q] && !c.closed {
 			c.warming[q] = true
 			c.warmers.Go(func() {
-				c.prepare(context.Background(), q)
+				c.prepare(c.ctx, q)
 				c.mu.Lock()
 				delete(c.warming, q)
 				c.mu.Unlock()
@@ -86,6 +95,7 @@ func (c *stmtCache) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.cancel() // a statement prepared apart may be waiting for a connection
 	c.warmers.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,14 @@ func TestSQLiteStatementsArePreparedOnce(t *testing.T) {
 	err = s.queryRow(ctx, `SELECT nonsense FROM nowhere`).Scan(&n)
 	require.ErrorContains(t, err, "no such table: nowhere", "the database's own error")
 	assert.NotContains(t, s.stmts.m, `SELECT nonsense FROM nowhere`)
+
+	long := `SELECT count(*) FROM claims WHERE id IN (?` + strings.Repeat(`, ?`, maxCachedPlaceholders) + `)`
+	args := make([]any, maxCachedPlaceholders+1)
+	for i := range args {
+		args[i] = fmt.Sprintf("claim-%04d", i)
+	}
+	require.NoError(t, s.queryRow(ctx, long, args...).Scan(&n))
+	assert.NotContains(t, s.stmts.m, long, "a list of arguments past the bound is not kept")
 
 	for i := len(s.stmts.m); i < maxCachedStatements+10; i++ {
 		require.NoError(t, s.queryRow(ctx, fmt.Sprintf(`SELECT %d`, i)).Scan(&n))

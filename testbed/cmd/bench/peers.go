@@ -307,6 +307,9 @@ func (w *peerWorld) floor(ctx context.Context, res *results, d *dcEngine, key st
 	}
 	shape := floorShape(events)
 	shape.PayloadBytes = 1000
+	if shape.Signals > 0 || shape.Updates > 0 { // FloorWorkflow would wait for them
+		return fmt.Errorf("the auto-path claim's history records %d signals and %d updates; the peers' floor sends none", shape.Signals, shape.Updates)
+	}
 	if d.label != "durableclaims" { // the real server: a yardsticks' worker of its own
 		p, err := e.spawn("noop-worker-"+d.label, e.self, []string{"noop-worker"}, d.env)
 		if err != nil {
