@@ -17,13 +17,12 @@ import (
 // query ever be built from its arguments.
 type stmtCache struct {
 	db      *sql.DB
-	ctx     context.Context // for the statements prepared apart; ended by close
+	ctx     context.Context // for the statements prepared apart; ended when the cache closes
 	cancel  context.CancelFunc
 	mu      sync.RWMutex
 	m       map[string]*sql.Stmt
 	warming map[string]bool // being prepared apart for a transaction
 	warmers sync.WaitGroup
-	closed  bool
 }
 
 const maxCachedStatements = 512
@@ -57,7 +56,7 @@ func (c *stmtCache) get(ctx context.Context, q string, forTx bool) *sql.Stmt {
 	if forTx {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if !c.warming[q] && !c.closed {
+		if !c.warming[q] && c.ctx.Err() == nil {
 			c.warming[q] = true
 			c.warmers.Go(func() {
 				c.prepare(c.ctx, q)
@@ -78,7 +77,7 @@ func (c *stmtCache) prepare(ctx context.Context, q string) *sql.Stmt {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if had := c.m[q]; had != nil || c.closed || len(c.m) >= maxCachedStatements {
+	if had := c.m[q]; had != nil || c.ctx.Err() != nil || len(c.m) >= maxCachedStatements {
 		st.Close()
 		return had
 	}
@@ -93,9 +92,8 @@ func (c *stmtCache) close() {
 		return
 	}
 	c.mu.Lock()
-	c.closed = true
+	c.cancel() // closed; a statement prepared apart may be waiting for a connection
 	c.mu.Unlock()
-	c.cancel() // a statement prepared apart may be waiting for a connection
 	c.warmers.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
