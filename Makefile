@@ -104,7 +104,9 @@ bench: temporal-cli temporal-server jaeger build
 PEERS_DIR := testbed/peers
 peers-install:
 	cd $(PEERS_DIR)/killpoint && $(GO) test -count=1 .
+	cd $(PEERS_DIR)/seed && $(GO) test -count=1 .
 	cd $(PEERS_DIR)/dbos && $(GO) build -o peer-dbos .
+	cd $(PEERS_DIR)/temporal && $(GO) test -count=1 . && $(GO) build -o peer-temporal .
 	cd $(PEERS_DIR)/restate && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && $(GO) build -o restate-peer .
 	cd $(PEERS_DIR)/langgraph && npm ci --no-audit --no-fund --loglevel=error
 

@@ -33,6 +33,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	workflowservice "go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durableclaims/durableclaims/approvals"
@@ -99,7 +100,7 @@ type peersWorkload struct {
 func (*peersWorkload) names() []string { return []string{"peers"} }
 
 func (p *peersWorkload) flags(fs *flag.FlagSet) {
-	fs.StringVar(&p.engines, "peers", "dbos,restate,langgraph,durableclaims,durableclaims-pg", "the peers workload (-only peers): the engines, in order (durableclaims: the dev server; durableclaims-pg: a real Temporal server and the claims store on the peers' PostgreSQL)")
+	fs.StringVar(&p.engines, "peers", strings.Join(peerEngines, ","), "the peers workload (-only peers): the engines, in order (temporal: the seed's steps alone on the dev server, the SDK's defaults; durableclaims: the product on the dev server; durableclaims-pg: a real Temporal server and the claims store on the peers' PostgreSQL)")
 	fs.IntVar(&p.o.claims, "peers-claims", 200, "the peers workload: claims on the auto-approve path, per engine")
 	fs.IntVar(&p.o.concurrency, "peers-concurrency", 20, "the peers workload: claims in flight on the auto-approve path")
 	fs.IntVar(&p.o.approvals, "peers-approvals", 20, "the peers workload: claims approved one at a time (approve → pay)")
@@ -137,7 +138,7 @@ func (p *peersWorkload) preflight() error {
 }
 
 // peerEngines are the engines -peers may name.
-var peerEngines = []string{"dbos", "restate", "langgraph", "durableclaims", "durableclaims-pg"}
+var peerEngines = []string{"dbos", "restate", "langgraph", "temporal", "durableclaims", "durableclaims-pg"}
 
 func (p *peersWorkload) run(ctx context.Context, e *env, res *results) error {
 	o := p.o
@@ -217,8 +218,8 @@ func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) e
 	res.Values[key+"bytes_per_claim"] = float64(storage1-storage0) / float64(o.claims)
 	fmt.Fprintf(os.Stderr, "    %d claims at %d in flight: %.1f claims/s, %.1f claims a CPU-second (the machine's, every process), %.0f bytes of durable state a claim\n",
 		o.claims, o.concurrency, rate, res.Values[key+"claims_per_cpu_s"], res.Values[key+"bytes_per_claim"])
-	if d, ok := eng.(*dcEngine); ok {
-		if err := w.floor(ctx, res, d, key); err != nil {
+	if f, ok := eng.(floored); ok {
+		if err := w.floor(ctx, res, f, key); err != nil {
 			return fmt.Errorf("the floor: %w", err)
 		}
 	}
@@ -293,15 +294,24 @@ func (w *peerWorld) measure(ctx context.Context, res *results, eng peerEngine) e
 	return nil
 }
 
+// floored is an engine on Temporal: its floor is measured beside it.
+type floored interface {
+	name() string
+	// temporal is its client, and the environment a worker of the floor
+	// needs on its server (nil: the bench's own yardsticks' worker serves).
+	temporal() (client.Client, []string)
+}
+
 // floor runs Temporal alone for what one of the engine's auto-path claims
 // recorded (floorShape of its history: its activities, its local-activity
 // tasks, its upserts, 1 KB payloads) on the same server, as many at the
 // same concurrency, counted the same way (the machine's CPU): the claim's
 // figure as a multiple of its engine's floor. The yardsticks' worker runs
 // it (on the real server, one started for the purpose).
-func (w *peerWorld) floor(ctx context.Context, res *results, d *dcEngine, key string) error {
+func (w *peerWorld) floor(ctx context.Context, res *results, f floored, key string) error {
 	o, e := w.o, w.e
-	events, err := history(ctx, d.client, peerTag(d.name())+"auto-00000", "")
+	c, workerEnv := f.temporal()
+	events, err := history(ctx, c, peerTag(f.name())+"auto-00000", "")
 	if err != nil {
 		return err
 	}
@@ -310,8 +320,8 @@ func (w *peerWorld) floor(ctx context.Context, res *results, d *dcEngine, key st
 	if shape.Signals > 0 || shape.Updates > 0 { // FloorWorkflow would wait for them
 		return fmt.Errorf("the auto-path claim's history records %d signals and %d updates; the peers' floor sends none", shape.Signals, shape.Updates)
 	}
-	if d.label != "durableclaims" { // the real server: a yardsticks' worker of its own
-		p, err := e.spawn("noop-worker-"+d.label, e.self, []string{"noop-worker"}, d.env)
+	if workerEnv != nil { // the real server: a yardsticks' worker of its own
+		p, err := e.spawn("noop-worker-"+f.name(), e.self, []string{"noop-worker"}, workerEnv)
 		if err != nil {
 			return err
 		}
@@ -321,7 +331,7 @@ func (w *peerWorld) floor(ctx context.Context, res *results, d *dcEngine, key st
 		TypedSearchAttributes: temporal.NewSearchAttributes(workflows.ClaimStatusKey.ValueSet(workflows.StatusRunning))}
 	run := func(n int) error {
 		return parallel(n, o.concurrency, func(int) error {
-			r, err := d.client.ExecuteWorkflow(ctx, opts, FloorWorkflow, shape)
+			r, err := c.ExecuteWorkflow(ctx, opts, FloorWorkflow, shape)
 			if err == nil {
 				err = r.Get(ctx, nil)
 			}
@@ -498,7 +508,24 @@ func firedKills(path string) ([][]string, error) {
 	return out, err
 }
 
+// waitPeerStatus waits until the engine says claim id is want, polling
+// its status every 20 ms; an engine on Temporal waits for a claim's end
+// as Temporal's clients do, on the run's result (one long poll, where a
+// status poll would cost the server a request every 20 ms).
 func waitPeerStatus(ctx context.Context, eng peerEngine, id, want string, within time.Duration) error {
+	if f, ok := eng.(floored); ok && want != "waiting" {
+		c, _ := f.temporal()
+		wctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		if err := c.GetWorkflow(wctx, id, "").Get(wctx, nil); err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		s, err := eng.status(ctx, id)
+		if err == nil && s != want {
+			err = fmt.Errorf("%s: %s, not %s", id, s, want)
+		}
+		return err
+	}
 	deadline := time.Now().Add(within)
 	var last string
 	for time.Now().Before(deadline) {
@@ -851,18 +878,44 @@ func (w *peerWorld) engine(ctx context.Context, name string) (peerEngine, error)
 			return nil, err
 		}
 		p.bin = filepath.Join(peersDir, "restate", "restate-peer")
+	case "temporal":
+		p.bin = filepath.Join(peersDir, "temporal", "peer-temporal")
+		p.env = append(p.env, "TEMPORAL_ADDRESS="+w.e.server.FrontendHostPort(), "TEMPORAL_NAMESPACE=default",
+			"PEER_TASK_QUEUE="+seedQueue)
 	default:
-		return nil, fmt.Errorf("unknown engine %q (dbos, restate, langgraph, durableclaims)", name)
+		return nil, fmt.Errorf("unknown engine %q (%s)", name, strings.Join(peerEngines, ", "))
 	}
 	if p.bin != "node" {
 		if _, err := os.Stat(p.bin); err != nil {
 			return nil, fmt.Errorf("%w: build the peers with `make peers`", err)
 		}
 	}
-	if name == "restate" {
+	switch name {
+	case "restate":
 		return restatePeer{httpPeer: p, admin: envOf(p.env, "RESTATE_ADMIN_URL")}, nil
+	case "temporal":
+		return seedPeer{p}, nil
 	}
 	return p, nil
+}
+
+// seedQueue is the task queue of the seed on Temporal.
+const seedQueue = "seed-claims-peers"
+
+// seedPeer is the seed's steps alone on Temporal (testbed/peers/temporal),
+// on the bench's dev server: its durable state is its histories there and
+// its own tables in PostgreSQL.
+type seedPeer struct{ *httpPeer }
+
+func (s seedPeer) temporal() (client.Client, []string) { return s.w.e.client, nil }
+
+func (s seedPeer) storageBytes(ctx context.Context) (int64, error) {
+	tables, err := s.httpPeer.storageBytes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	h, err := historyBytes(ctx, s.w.e.client, seedQueue)
+	return tables + h, err
 }
 
 // suspender is an engine whose server suspends a waiting claim some time
@@ -1035,6 +1088,15 @@ func (d *dcEngine) worker() *supervised { return d.sup }
 func (d *dcEngine) workerPIDs() []int   { return []int{d.sup.pid()} }
 func (d *dcEngine) stop()               { d.sup.stop(); d.close() }
 
+// temporal: on the dev server the bench's yardsticks' worker serves the
+// floor; on the real server one is started with the worker's credentials.
+func (d *dcEngine) temporal() (client.Client, []string) {
+	if d.label == "durableclaims" {
+		return d.client, nil
+	}
+	return d.client, d.env
+}
+
 func (d *dcEngine) start(ctx context.Context, crash string) error {
 	d.sup.stop()
 	e := d.w.e
@@ -1099,25 +1161,48 @@ func (d *dcEngine) approve(ctx context.Context, id string) error {
 	return d.client.SignalWorkflow(ctx, id, "", "approve", in)
 }
 
+// status is read from the server alone, as the peers' control APIs read
+// theirs from their own stores: the run's state and its ClaimStatus
+// search attribute. (A query would be answered by the worker, replaying a
+// closed claim's whole history, and the driver polls every 20 ms.) A
+// claim is paid, rejected or expired once its run has completed.
 func (d *dcEngine) status(ctx context.Context, id string) (string, error) {
-	v, err := d.client.QueryWorkflow(ctx, id, "", workflows.QueryStatus)
+	desc, err := d.client.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
 		return "", err
 	}
-	var s workflows.Status
-	if err := v.Get(&s); err != nil {
-		return "", err
+	info := desc.GetWorkflowExecutionInfo()
+	var published string
+	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.ClaimStatusKey.GetName()]; p != nil {
+		if err := converter.GetDefaultDataConverter().FromPayload(p, &published); err != nil {
+			return "", err
+		}
 	}
-	return s.State, nil
+	switch info.GetStatus() {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		if published == workflows.StatusWaiting {
+			return published, nil
+		}
+		return workflows.StatusRunning, nil
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return published, nil
+	default:
+		return "failed", nil
+	}
 }
 
 // storageBytes is the history the claims left on the server.
 func (d *dcEngine) storageBytes(ctx context.Context) (int64, error) {
+	return historyBytes(ctx, d.client, d.queue)
+}
+
+// historyBytes is the history the workflows of a task queue left.
+func historyBytes(ctx context.Context, c client.Client, queue string) (int64, error) {
 	var total int64
 	var token []byte
 	for {
-		resp, err := d.client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1000, NextPageToken: token,
-			Query: fmt.Sprintf(`TaskQueue = %q`, d.queue)})
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{PageSize: 1000, NextPageToken: token,
+			Query: fmt.Sprintf(`TaskQueue = %q`, queue)})
 		if err != nil {
 			return 0, err
 		}

@@ -52,9 +52,9 @@ func TestPeersRefusesSettingsItCannotMeasure(t *testing.T) {
 		require.Error(t, err, flagName)
 		assert.Contains(t, err.Error(), want)
 	}
-	err := parse("-peers", "dbos,temporal").preflight()
+	err := parse("-peers", "dbos,camunda").preflight()
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `-peers names "temporal"`)
+	assert.Contains(t, err.Error(), `-peers names "camunda"`)
 }
 
 // A series nothing was measured into (a row whose claims all failed, a

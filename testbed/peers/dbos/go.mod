@@ -21,3 +21,7 @@ require (
 require durableclaims.local/peers/killpoint v0.0.0
 
 replace durableclaims.local/peers/killpoint => ../killpoint
+
+require durableclaims.local/peers/seed v0.0.0
+
+replace durableclaims.local/peers/seed => ../seed

@@ -32,15 +32,14 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"durableclaims.local/peers/killpoint"
+	"durableclaims.local/peers/seed"
 )
 
 const (
@@ -53,48 +52,6 @@ const (
 	executorID = "peer"
 )
 
-type config struct {
-	addr, pgURL          string
-	modelURL, modelKey   string
-	stripeURL, stripeKey string
-	mailSpool            string
-	limitMinor           int64
-	approvalTimeout      time.Duration
-}
-
-func loadConfig() (config, error) {
-	c := config{
-		addr:      getenv("PEER_ADDR", "127.0.0.1:8089"),
-		pgURL:     os.Getenv("PG_URL"),
-		modelURL:  os.Getenv("MODEL_BASE_URL"),
-		modelKey:  os.Getenv("MODEL_API_KEY"),
-		stripeURL: os.Getenv("STRIPE_API_BASE"),
-		stripeKey: os.Getenv("STRIPE_SECRET_KEY"),
-		mailSpool: os.Getenv("MAIL_SPOOL"),
-	}
-	var err error
-	if c.limitMinor, err = strconv.ParseInt(getenv("AUTO_APPROVE_LIMIT_MINOR", "100000"), 10, 64); err != nil || c.limitMinor < 0 {
-		return c, fmt.Errorf("AUTO_APPROVE_LIMIT_MINOR: want a whole number of minor units >= 0")
-	}
-	if c.approvalTimeout, err = time.ParseDuration(getenv("APPROVAL_TIMEOUT", "24h")); err != nil || c.approvalTimeout <= 0 {
-		return c, fmt.Errorf("APPROVAL_TIMEOUT: want a positive duration")
-	}
-	for name, v := range map[string]string{"PG_URL": c.pgURL, "MODEL_BASE_URL": c.modelURL,
-		"STRIPE_API_BASE": c.stripeURL, "STRIPE_SECRET_KEY": c.stripeKey, "MAIL_SPOOL": c.mailSpool} {
-		if v == "" {
-			return c, fmt.Errorf("%s is required", name)
-		}
-	}
-	return c, os.MkdirAll(c.mailSpool, 0o755)
-}
-
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(log); err != nil {
@@ -104,25 +61,22 @@ func main() {
 }
 
 func run(log *slog.Logger) error {
-	cfg, err := loadConfig()
+	cfg, err := seed.FromEnv()
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	pool, err := pgxpool.New(ctx, cfg.pgURL)
+	pool, err := seed.OpenDB(ctx, cfg.PGURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := createTables(ctx, pool); err != nil {
-		return fmt.Errorf("create tables: %w", err)
-	}
 
 	dctx, err := dbos.NewContext(context.Background(), dbos.Config{
 		AppName:            appName,
-		DatabaseURL:        cfg.pgURL,
+		DatabaseURL:        cfg.PGURL,
 		ApplicationVersion: appVersion,
 		ExecutorID:         executorID,
 		Logger:             log,
@@ -134,12 +88,12 @@ func run(log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	p := &peer{cfg: cfg, db: pool, http: &http.Client{Timeout: 60 * time.Second}, log: log, kill: kill}
+	p := &peer{cfg: cfg, db: pool, world: &seed.World{Config: cfg, HTTP: &http.Client{Timeout: 60 * time.Second}}, log: log, kill: kill}
 	dbos.RegisterWorkflow(dctx, p.claimWorkflow, dbos.WithWorkflowName("claim"))
 
 	// Serve /healthz (503) at once; claims are accepted once Launch is done.
 	var launched atomic.Bool
-	srv := &http.Server{Addr: cfg.addr, Handler: p.routes(dctx, &launched), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: cfg.Addr, Handler: p.routes(dctx, &launched), ReadHeaderTimeout: 10 * time.Second}
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- srv.ListenAndServe() }()
 
@@ -149,7 +103,7 @@ func run(log *slog.Logger) error {
 		return fmt.Errorf("dbos launch: %w", err)
 	}
 	launched.Store(true)
-	log.Info("peer ready", "addr", cfg.addr, "crash", os.Getenv("PEER_CRASH"))
+	log.Info("peer ready", "addr", cfg.Addr, "crash", os.Getenv("PEER_CRASH"))
 
 	select {
 	case <-ctx.Done():
@@ -188,7 +142,7 @@ func (p *peer) routes(dctx dbos.Context, launched *atomic.Bool) http.Handler {
 	}
 
 	mux.HandleFunc("POST /claims", ready(func(w http.ResponseWriter, r *http.Request) {
-		var c Claim
+		var c seed.Claim
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&c); err != nil || c.ClaimID == "" {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want a JSON claim with a claim_id"})
 			return
@@ -204,7 +158,7 @@ func (p *peer) routes(dctx dbos.Context, launched *atomic.Bool) http.Handler {
 
 	mux.HandleFunc("POST /claims/{id}/approve", ready(func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		var a Approval
+		var a seed.Approval
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&a); err != nil || a.Approver == "" {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": `want {"approver":"..."}`})
 			return
@@ -235,14 +189,14 @@ func (p *peer) routes(dctx dbos.Context, launched *atomic.Bool) http.Handler {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such claim"})
 			return
 		}
-		v := View{ClaimID: id, Status: StatusRunning}
+		v := seed.View{ClaimID: id, Status: seed.StatusRunning}
 		switch st {
 		case dbos.WorkflowStatusError, dbos.WorkflowStatusCancelled, dbos.WorkflowStatusMaxRecoveryAttemptsExceeded:
-			v.Status = StatusFailed
+			v.Status = seed.StatusFailed
 		default:
 			// The workflow publishes its status as an event: running at
 			// once, waiting while parked in Recv, the outcome at the end.
-			ev, err := dbos.GetEvent[View](dctx, id, statusEvent, 0)
+			ev, err := dbos.GetEvent[seed.View](dctx, id, statusEvent, 0)
 			if err == nil && ev.Status != "" {
 				v = ev
 			} else if err != nil && !errors.Is(err, dbos.ErrTimeout) {
