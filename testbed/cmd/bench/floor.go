@@ -251,27 +251,45 @@ func (*floorWorkload) run(ctx context.Context, e *env, res *results) error {
 	order = append(order, "floor_claims")
 
 	for _, k := range order {
-		if _, err := e.throughput(ctx, flows[k], min(e.o.n, 30)); err != nil {
+		rate, err := e.throughput(ctx, flows[k], min(e.o.n, 30))
+		if err != nil {
 			return fmt.Errorf("floor: warm-up %s: %w", flows[k].name, err)
 		}
+		e.lastRate[k] = rate
 	}
 	use := map[string]*cpuUsage{}
+	var prof *profileRun
 	for rep := 1; rep <= e.o.reps; rep++ {
 		for _, k := range order {
 			if use[k] == nil {
 				use[k] = &cpuUsage{}
+			}
+			// The claims worker's CPU profile over most of the claim row's
+			// last repetition: where its milliseconds go (where.go).
+			if k == "floor_claims" && rep == e.o.reps {
+				prof = e.startProfile(ctx, []*proc{e.claims}, "", "floor-claims", e.o.n, e.lastRate[k])
 			}
 			rate, err := e.measure(ctx, flows[k], e.o.n, groups[k], use[k])
 			if err != nil {
 				return fmt.Errorf("floor: %s: %w", flows[k].name, err)
 			}
 			res.add(k+"_per_s", rate)
+			e.lastRate[k] = rate
 		}
 	}
 	n := e.o.n * e.o.reps
 	for _, k := range order {
 		use[k].record(res, k, n)
 		res.Values[k+"_cpu_stack_ms_per_claim"] = use[k].stackMS(groups[k], n)
+	}
+	if prof != nil {
+		err := prof.wait()
+		if err == nil {
+			err = recordWhere(res, prof.paths, res.Values["floor_claims_cpu_worker_ms_per_claim"])
+		}
+		if err != nil {
+			return fmt.Errorf("floor: the claims worker's profile: %w", err)
+		}
 	}
 	res.Values["floor_claims_vs_auto_floor"] = res.Values["floor_claims_cpu_stack_ms_per_claim"] / res.Values["floor_auto_cpu_stack_ms_per_claim"]
 	fmt.Fprintf(os.Stderr, "  floor: the auto-approve claim %.1f ms a claim, its floor (%s) %.1f ms: %.2f×\n",
@@ -301,9 +319,9 @@ func (r *results) printFloor(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "\nthe engine's floor (CPU a workflow, ms; the stack is server + worker + bench):\n\n")
-	fmt.Fprintln(w, "| workflow | server | worker | bench | stack | each one adds | workflows/s |")
+	fmt.Fprintln(w, "| workflow | server | worker | bench | stack | each one adds: stack (server) | workflows/s |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-	empty := r.Values["floor_empty_cpu_stack_ms_per_claim"]
+	empty, emptyServer := r.Values["floor_empty_cpu_stack_ms_per_claim"], r.Values["floor_empty_cpu_server_ms_per_claim"]
 	row := func(k, name, adds string) {
 		fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f |\n", name, r.Values[k+"_cpu_server_ms_per_claim"],
 			r.Values[k+"_cpu_worker_ms_per_claim"], r.Values[k+"_cpu_bench_ms_per_claim"], r.Values[k+"_cpu_stack_ms_per_claim"],
@@ -313,10 +331,10 @@ func (r *results) printFloor(w io.Writer) {
 		k := "floor_" + p.key
 		adds := ""
 		if p.key != "empty" {
-			adds = fmt.Sprintf("%+.1f", (r.Values[k+"_cpu_stack_ms_per_claim"]-empty)/4)
+			adds = fmt.Sprintf("%+.1f (%+.1f)", (r.Values[k+"_cpu_stack_ms_per_claim"]-empty)/4, (r.Values[k+"_cpu_server_ms_per_claim"]-emptyServer)/4)
 		}
 		row(k, p.name, adds)
 	}
 	row("floor_auto", "the auto path's floor: ClaimStatus at start, "+r.FloorShape.String()+", 1 KB each way", "")
-	row("floor_claims", "ClaimWorkflow, auto-approve path", fmt.Sprintf("%.2f× its floor", r.Values["floor_claims_vs_auto_floor"]))
+	row("floor_claims", "ClaimWorkflow, auto-approve path", fmt.Sprintf("**%.2f× its floor**", r.Values["floor_claims_vs_auto_floor"]))
 }

@@ -53,6 +53,7 @@ import (
 type options struct {
 	n, concurrency, reps         int
 	jsonOut, workerBin, temporal string
+	docs                         string
 	only                         string
 	serverArgs                   []string
 	// modelLatency is modelsim's answer time where a workload puts a
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 100, "workflows in flight at once, for every throughput workload")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of each throughput measurement")
 	flag.StringVar(&o.jsonOut, "json", "var/bench/latest.json", "where to write the results as JSON")
+	flag.StringVar(&o.docs, "docs", "", "a Markdown file (docs/performance.md) whose bench sections, between <!-- bench:NAME --> and <!-- /bench:NAME -->, this run rewrites with what it measured (NAME floor: the floor workload's tables)")
 	flag.StringVar(&o.workerBin, "worker", "bin/worker", "the claims worker binary")
 	flag.StringVar(&o.temporal, "temporal", os.Getenv("TEMPORAL"), "the Temporal CLI (dev server)")
 	flag.Func("server-arg", "extra argument for `temporal server start-dev` (repeatable)", func(v string) error {
@@ -217,6 +219,11 @@ func run(o options, ws []workload) error {
 	recordSpeed(res, "end")
 	res.summarize()
 	res.print(os.Stdout)
+	if o.docs != "" {
+		if err := res.writeDocs(o.docs); err != nil {
+			return err
+		}
+	}
 	return writeResults(res, o.jsonOut)
 }
 

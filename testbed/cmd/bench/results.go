@@ -159,6 +159,7 @@ func (r *results) print(w io.Writer) {
 	r.printCPU(w)
 	r.printAnatomy(w)
 	r.printFloor(w)
+	r.printWhere(w)
 	if v, ok := r.Values["surge_inbox_p95_ratio"]; ok {
 		lo, hi := r.surgeBase, r.surge
 		rested := "" // results written before the worker was read at rest

@@ -731,18 +731,8 @@ var profileCategories = []profileCategory{
 // finish waits for the profiles and summarises them, merged, with `go tool
 // pprof -traces` (the module requires no pprof parser).
 func (p *profileRun) finish(res *results, key string) error { // key: the results' prefix, e.g. scaling_dev
-	var errs []error
-	n := len(p.paths)
-	if p.server != "" {
-		n++
-	}
-	for range n {
-		if err := <-p.done; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return errs[0]
+	if err := p.wait(); err != nil {
+		return err
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -766,6 +756,21 @@ func (p *profileRun) finish(res *results, key string) error { // key: the result
 	res.Values[key+"_server_profile_cores"] = cores
 	fmt.Fprintf(os.Stderr, "  the server's profile (%s, %d s): %.2f cores; %s\n", p.server, p.seconds, cores, parts)
 	return nil
+}
+
+// wait waits for every profile; the first error is returned.
+func (p *profileRun) wait() error {
+	n := len(p.paths)
+	if p.server != "" {
+		n++
+	}
+	var first error
+	for range n {
+		if err := <-p.done; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // summarise merges CPU profiles with `go tool pprof -traces`, records each
@@ -803,57 +808,14 @@ var serverProfileCategories = []profileCategory{
 	{"other", "other", nil},
 }
 
-// classifyTraces reads `go tool pprof -traces` output: blocks separated by
-// "-----------+---…" lines, the first line of each "<value> <leaf frame>",
-// then one frame a line.
+// classifyTraces sorts the traces of a `go tool pprof -traces` listing
+// into categories: first match wins.
 func classifyTraces(out []byte, categories []profileCategory) (map[string]time.Duration, time.Duration) {
 	byCat := map[string]time.Duration{}
 	var total time.Duration
-	var value time.Duration
-	var frames []string
-	flush := func() {
-		if value == 0 {
-			return
-		}
-		total += value
-		cat := "other"
-	match:
-		for _, c := range categories {
-			for _, want := range c.frames {
-				for _, f := range frames {
-					if strings.Contains(f, want) {
-						cat = c.key
-						break match
-					}
-				}
-			}
-		}
-		byCat[cat] += value
-		value, frames = 0, nil
+	for _, t := range parseTraces(out) {
+		total += t.value
+		byCat[firstMatch(t.frames, categories)] += t.value
 	}
-	inTrace := false
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "-----------+") {
-			flush()
-			inTrace = true
-			continue
-		}
-		if !inTrace || strings.TrimSpace(line) == "" {
-			continue
-		}
-		f := strings.Fields(line)
-		if value == 0 {
-			d, err := time.ParseDuration(f[0])
-			if err != nil {
-				continue
-			}
-			value = d
-			f = f[1:]
-		}
-		if len(f) > 0 {
-			frames = append(frames, f[0])
-		}
-	}
-	flush()
 	return byCat, total
 }
