@@ -1167,11 +1167,11 @@ func (d *dcEngine) approve(ctx context.Context, id string) error {
 // closed claim's whole history, and the driver polls every 20 ms.) A
 // claim is paid, rejected or expired once its run has completed.
 func (d *dcEngine) status(ctx context.Context, id string) (string, error) {
-	desc, err := d.client.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := d.client.DescribeWorkflow(ctx, id, "")
 	if err != nil {
 		return "", err
 	}
-	info := desc.GetWorkflowExecutionInfo()
+	info := desc.RawResponse.GetWorkflowExecutionInfo()
 	var published string
 	if p := info.GetSearchAttributes().GetIndexedFields()[workflows.ClaimStatusKey.GetName()]; p != nil {
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &published); err != nil {

@@ -183,7 +183,7 @@ func (a *controlAPI) approve(w http.ResponseWriter, r *http.Request) {
 // it): the memo while it runs, the result once it completed.
 func (a *controlAPI) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	d, err := a.c.DescribeWorkflowExecution(r.Context(), id, "")
+	d, err := a.c.DescribeWorkflow(r.Context(), id, "")
 	var notFound *serviceerror.NotFound
 	if errors.As(err, &notFound) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such claim"})
@@ -193,7 +193,7 @@ func (a *controlAPI) get(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return
 	}
-	info := d.GetWorkflowExecutionInfo()
+	info := d.RawResponse.GetWorkflowExecutionInfo()
 	v := seed.View{ClaimID: id, Status: seed.StatusRunning}
 	switch info.GetStatus() {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
