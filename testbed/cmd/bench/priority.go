@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -180,6 +182,21 @@ func (pw *priorityWorkload) runMode(ctx context.Context, e *env, res *results, m
 	if ended[workflows.StatusPaid] != pw.pressureClaims {
 		return fmt.Errorf("priority: of %d new claims %v", pw.pressureClaims, ended)
 	}
+	// No worker died, so any timeout in these histories is a false one: a
+	// task the worker held, and the server took back as lost.
+	ids := slices.Clone(parked)
+	for i := range pw.pressureClaims {
+		ids = append(ids, fmt.Sprintf("%snew-%05d", prefix, i))
+	}
+	to, err := e.timeouts(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("priority: the histories: %w", err)
+	}
+	res.Values[m.key+"workflow_task_timeouts"] = float64(to.workflowTask)
+	res.Values[m.key+"sticky_timeouts"] = float64(to.sticky)
+	res.Values[m.key+"activity_timeouts"] = float64(to.activity)
+	fmt.Fprintf(os.Stderr, "  priority (%s): false timeouts in the %d claims' histories (no worker died): %d workflow tasks started and timed out, %d sticky-queue schedule-to-start, %d activities\n",
+		m.label, len(ids), to.workflowTask, to.sticky, to.activity)
 	res.Values[m.key+"claims"] = float64(pw.pressureClaims)
 	res.Values[m.key+"in_flight_max"] = float64(inFlight)
 	res.Values[m.key+"surge_s"] = time.Since(begin).Seconds()
@@ -191,6 +208,41 @@ func (pw *priorityWorkload) runMode(ctx context.Context, e *env, res *results, m
 	fmt.Fprintf(os.Stderr, "  priority (%s): %d approvals during a surge of %d claims (up to %d running while they were approved, %.0f s in): approve→transfer p50 %.0f ms, p99 %.0f ms, max %.0f ms; the surge took %.0f s\n",
 		m.label, len(s), pw.pressureClaims, inFlight, approvedBy.Seconds(), percentile(s, 50), percentile(s, 99), percentile(s, 100), res.Values[m.key+"surge_s"])
 	return nil
+}
+
+// timeoutCount counts the timeouts recorded in histories: workflow tasks
+// timed out after a worker started them, workflow tasks that waited on a
+// worker's sticky queue past its schedule-to-start timeout (then went to
+// the normal queue), and activity attempts timed out.
+type timeoutCount struct{ workflowTask, sticky, activity int }
+
+func (e *env) timeouts(ctx context.Context, ids []string) (timeoutCount, error) {
+	var mu sync.Mutex
+	var n timeoutCount
+	err := parallel(len(ids), 8, func(i int) error {
+		events, err := history(ctx, e.client, ids[i], "")
+		if err != nil {
+			return err
+		}
+		var c timeoutCount
+		for _, ev := range events {
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
+				if ev.GetWorkflowTaskTimedOutEventAttributes().GetTimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
+					c.sticky++
+				} else {
+					c.workflowTask++
+				}
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+				c.activity++
+			}
+		}
+		mu.Lock()
+		n.workflowTask, n.sticky, n.activity = n.workflowTask+c.workflowTask, n.sticky+c.sticky, n.activity+c.activity
+		mu.Unlock()
+		return nil
+	})
+	return n, err
 }
 
 // afterSignal is a claim's history from its approval signal to its
