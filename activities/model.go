@@ -89,6 +89,7 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
 		return AssessResult{}, err // the insurer's model is not anyone's to spend
 	}
+	ctx = withBudgetKey(ctx, in.Key.String())
 	if in.WaitsForBudget {
 		ctx = withDurableWait(ctx)
 	}

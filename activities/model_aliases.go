@@ -45,5 +45,7 @@ const ErrModelBudgetWait = model.ErrModelBudgetWait
 
 var withDurableWait = model.WithDurableWait
 
+var withBudgetKey = model.WithBudgetKey
+
 // MaxBudgetWait bounds one durable wait for model capacity (model.MaxBudgetWait).
 const MaxBudgetWait = model.MaxBudgetWait

@@ -23,8 +23,11 @@ type Budget interface {
 	// Reserve books tokens and says how long to wait before spending
 	// them, in the order the bookings came: fair across claims and
 	// workers. A wait longer than most is not booked (ok false), and says
-	// how long it would have been.
-	Reserve(ctx context.Context, tokens int64, most time.Duration) (wait time.Duration, ok bool, err error)
+	// how long it would have been. key names the call (its step's
+	// idempotency key, or empty): a call refused under a key keeps its
+	// place in line for when it asks again under it, ahead of callers
+	// who came later.
+	Reserve(ctx context.Context, key string, tokens int64, most time.Duration) (wait time.Duration, ok bool, err error)
 	// Settle corrects a booking by what the call really used (used minus
 	// booked; a call that failed gives back all it booked).
 	Settle(ctx context.Context, delta int64) error
@@ -59,6 +62,16 @@ func WithDurableWait(ctx context.Context) context.Context {
 // DurableWait reports whether ctx is marked by WithDurableWait.
 func DurableWait(ctx context.Context) bool { v, _ := ctx.Value(durableWaitKey{}).(bool); return v }
 
+type budgetKeyKey struct{}
+
+// WithBudgetKey names the call for the shared budget (Budget.Reserve's
+// key): the step's idempotency key, the same every time the step asks.
+func WithBudgetKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, budgetKeyKey{}, key)
+}
+
+func budgetKey(ctx context.Context) string { v, _ := ctx.Value(budgetKeyKey{}).(string); return v }
+
 // completionAllowance is what a call is booked for beyond its prompt
 // before the answer says what it used.
 const completionAllowance = 256
@@ -91,7 +104,7 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 	}
 	for {
 		if m.cfg.Budget != nil {
-			wait, ok, err := m.cfg.Budget.Reserve(ctx, booked, m.mayWait(ctx))
+			wait, ok, err := m.cfg.Budget.Reserve(ctx, budgetKey(ctx), booked, m.mayWait(ctx))
 			if err != nil {
 				return nil, retryable("the shared model budget is unreadable: "+err.Error(), ErrModelUnavailable, 0)
 			}

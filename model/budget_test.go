@@ -97,6 +97,44 @@ func TestSharedBudgetHoldsAcrossWorkers(t *testing.T) {
 	assert.GreaterOrEqual(t, rate, budget*0.8, "and use most of it")
 }
 
+// Calls handed back together are told turns one after another, in the
+// order they asked, and a call back at its turn under its key is served:
+// the claims come back in the order the budget refused them, not all at
+// once. A call with no key is told the wait behind them all.
+func TestBudgetHandsBackTurnsInTheOrderAsked(t *testing.T) {
+	st, err := store.Open(filepath.Join(t.TempDir(), "claims.db"))
+	require.NoError(t, err)
+	defer st.Close()
+	b, err := st.ModelBudget(context.Background(), "sim-1", 60_000, 1) // 1,000 tokens a second, no burst to speak of
+	require.NoError(t, err)
+	m, sim := simModel(t, model.OpenAIConfig{Budget: b, MaxWait: 10 * time.Millisecond})
+	handedBack := func(key string) time.Duration {
+		t.Helper()
+		ctx := model.WithDurableWait(context.Background())
+		if key != "" {
+			ctx = model.WithBudgetKey(ctx, key)
+		}
+		_, err := m.TriageTurn(ctx, model.TurnRequest{Claim: waterClaim(), Turn: 1})
+		var appErr *temporal.ApplicationError
+		require.True(t, errors.As(err, &appErr), "%s: %v", key, err)
+		require.Equal(t, model.ErrModelBudgetWait, appErr.Type())
+		var wait time.Duration
+		require.NoError(t, appErr.Details(&wait))
+		return wait
+	}
+	_, err = m.TriageTurn(model.WithBudgetKey(context.Background(), "claim-0:step2:turn1"), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	require.NoError(t, err, "the first is served at once")
+	first, second, third := handedBack("claim-1:step2:turn1"), handedBack("claim-2:step2:turn1"), handedBack("claim-3:step2:turn1")
+	assert.Greater(t, second, first+100*time.Millisecond, "each its own turn")
+	assert.Greater(t, third, second+100*time.Millisecond)
+	assert.Greater(t, handedBack(""), third, "no key: behind them all")
+
+	time.Sleep(first)
+	_, err = m.TriageTurn(model.WithBudgetKey(context.Background(), "claim-1:step2:turn1"), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	assert.NoError(t, err, "back at its turn, served")
+	assert.Len(t, sim.Calls(), 2, "the provider was asked only by the calls served")
+}
+
 // A 429 that is not a rate (the account out of credit) fails the step at
 // once: waiting would not bring the quota back.
 func TestOpenAIProviderFailsAnExhaustedQuota(t *testing.T) {

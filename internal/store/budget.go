@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -52,61 +54,123 @@ func (b *ModelBudget) nowUS() int64 { return b.s.now().UnixMicro() }
 // would have been. A booking larger than the burst waits only for the
 // bucket to be full, and leaves it in debt that the refill repays before
 // the next (else it could never be served).
-func (b *ModelBudget) Reserve(ctx context.Context, tokens int64, most time.Duration) (time.Duration, bool, error) {
+//
+// key names the call (its step's idempotency key) for the waiting room.
+// A call refused under a key takes a place at the end of the room's line,
+// and its wait is when its turn comes if everyone ahead of it books at the
+// budget's pace; back under the same key, it books against the bucket
+// alone, ahead of any caller not in the room, who queues behind the
+// room's line. So calls refused together come back in the order they were
+// refused, not all together to race for the turns (a call refused with no
+// key is told the wait behind the line, and keeps no place).
+func (b *ModelBudget) Reserve(ctx context.Context, key string, tokens int64, most time.Duration) (time.Duration, bool, error) {
 	cost := b.span(tokens).Microseconds()
 	need := min(cost, b.burst.Microseconds()) // what must have been refilled
-	var wait time.Duration
-	booked := false
-	err := b.update(ctx, func(tat, now int64) int64 {
-		from := max(tat, now)
-		wait = max(time.Duration(from+need-now)*time.Microsecond-b.burst, 0)
-		if wait > most {
-			return tat
-		}
-		booked = true
-		return from + cost
-	})
+	t, err := b.s.begin(ctx)
 	if err != nil {
-		return 0, false, err
+		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	defer t.Rollback()
+	var tat, room int64
+	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
+		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	now := b.nowUS()
+	inRoom := false
+	if key != "" {
+		var turn int64
+		switch err := t.queryRow(ctx, `SELECT turn_us FROM model_budget_room WHERE name = ? AND call_key = ?`, b.name, key).Scan(&turn); {
+		case err == nil:
+			inRoom = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+	}
+	from := max(tat, now)
+	if !inRoom {
+		from = max(from, room) // behind everyone the room holds a place for
+	}
+	wait := max(time.Duration(from+need-now)*time.Microsecond-b.burst, 0)
+	booked := wait <= most
+	switch {
+	case booked:
+		if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ? WHERE name = ?`, from+cost, b.name); err != nil {
+			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+		if inRoom {
+			if _, err := t.exec(ctx, `DELETE FROM model_budget_room WHERE name = ? AND call_key = ?`, b.name, key); err != nil {
+				return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+			}
+		}
+	case key != "" && !inRoom:
+		// A place at the end of the line; places long past are of calls
+		// that never came back (a claim ended meanwhile).
+		if _, err := t.exec(ctx, `DELETE FROM model_budget_room WHERE name = ? AND turn_us < ?`, b.name, now-roomForgets.Microseconds()); err != nil {
+			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO model_budget_room (name, call_key, turn_us) VALUES (?, ?, ?)`, b.name, key, from); err != nil {
+			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+		if _, err := t.exec(ctx, `UPDATE model_budget SET room_us = ? WHERE name = ?`, from+cost, b.name); err != nil {
+			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+	}
+	if err := t.Commit(); err != nil {
+		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
 	return wait, booked, nil
 }
+
+// roomForgets is how long past its turn a place in the waiting room is
+// kept for a call that has not come back.
+const roomForgets = time.Hour
 
 // Settle corrects a booking by delta tokens: more used than booked moves
 // the bucket's time on, fewer moves it back. A bucket that has refilled
 // since the booking is charged from full, as the provider charges an
 // answer when it sends it: else an overrun settled late would be lost.
+// The waiting room's line moves with it, so that those who join it next
+// are given turns the budget will have.
 func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	return b.update(ctx, func(tat, now int64) int64 { return max(tat, now) + b.span(delta).Microseconds() })
+	d := b.span(delta).Microseconds()
+	return b.update(ctx, func(tat, room, now int64) (int64, int64) {
+		if room > now {
+			room = max(room+d, now)
+		}
+		return max(tat, now) + d, room
+	})
 }
 
 // Hold keeps every booking back for d: the bucket counts as empty until
 // then.
 func (b *ModelBudget) Hold(ctx context.Context, d time.Duration) error {
-	return b.update(ctx, func(tat, now int64) int64 { return max(tat, now+(d+b.burst).Microseconds()) })
+	return b.update(ctx, func(tat, room, now int64) (int64, int64) {
+		return max(tat, now+(d+b.burst).Microseconds()), room
+	})
 }
 
-// update moves the bucket's time from tat to next(tat, now), reading now
-// once the row is locked (on SQLite, once the transaction holds the
-// database): a booking that waited for another writer is booked at the
-// time it got in. Booked at the time it asked, into a bucket that was
-// full then, its tokens were lost to a refill the wait had already
-// capped (TestModelBudgetBooksWhenTheDatabaseLetsItIn).
-func (b *ModelBudget) update(ctx context.Context, next func(tat, now int64) int64) error {
+// update moves the bucket's time from tat to next's, and the waiting
+// room's line from room, reading now once the row is locked (on SQLite,
+// once the transaction holds the database): a change that waited for
+// another writer is made at the time it got in. Booked at the time it
+// asked, into a bucket that was full then, its tokens were lost to a
+// refill the wait had already capped
+// (TestModelBudgetBooksWhenTheDatabaseLetsItIn).
+func (b *ModelBudget) update(ctx context.Context, next func(tat, room, now int64) (int64, int64)) error {
 	t, err := b.s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
 	defer t.Rollback()
-	var tat int64
-	if err := t.lock(ctx, `SELECT tat_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat); err != nil {
+	var tat, room int64
+	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
 		return fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
-	if moved := next(tat, b.nowUS()); moved != tat {
-		if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ? WHERE name = ?`, moved, b.name); err != nil {
+	if movedTat, movedRoom := next(tat, room, b.nowUS()); movedTat != tat || movedRoom != room {
+		if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ?, room_us = ? WHERE name = ?`, movedTat, movedRoom, b.name); err != nil {
 			return fmt.Errorf("store: model budget %q: %w", b.name, err)
 		}
 	}

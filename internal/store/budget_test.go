@@ -26,41 +26,41 @@ func TestModelBudgetBooksAtTheRate(t *testing.T) {
 		require.NoError(t, err, "opening a budget twice keeps it")
 
 		// The burst is served at once, then each 100 tokens waits a second more.
-		wait, ok, err := b.Reserve(ctx, 500, 0)
+		wait, ok, err := b.Reserve(ctx, "", 500, 0)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Zero(t, wait)
-		wait, ok, err = again.Reserve(ctx, 100, time.Minute)
+		wait, ok, err = again.Reserve(ctx, "", 100, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, time.Second, wait)
-		wait, ok, err = b.Reserve(ctx, 200, time.Minute)
+		wait, ok, err = b.Reserve(ctx, "", 200, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, 3*time.Second, wait)
 
 		// A caller that may wait only 2 s books nothing, and hears how long.
-		wait, ok, err = b.Reserve(ctx, 100, 2*time.Second)
+		wait, ok, err = b.Reserve(ctx, "", 100, 2*time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok)
 		assert.Equal(t, 4*time.Second, wait)
-		wait, ok, err = b.Reserve(ctx, 100, time.Minute)
+		wait, ok, err = b.Reserve(ctx, "", 100, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, 4*time.Second, wait, "the refused booking took nothing")
 
 		// A call that used 300 fewer tokens than booked gives them back.
 		require.NoError(t, b.Settle(ctx, -300))
-		wait, _, err = b.Reserve(ctx, 100, time.Minute)
+		wait, _, err = b.Reserve(ctx, "", 100, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 2*time.Second, wait)
 
 		// A minute later the bucket is full again, no fuller.
 		now = now.Add(time.Minute)
-		wait, _, err = b.Reserve(ctx, 500, 0)
+		wait, _, err = b.Reserve(ctx, "", 500, 0)
 		require.NoError(t, err)
 		assert.Zero(t, wait)
-		wait, _, err = b.Reserve(ctx, 100, time.Minute)
+		wait, _, err = b.Reserve(ctx, "", 100, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, wait)
 
@@ -68,19 +68,19 @@ func TestModelBudgetBooksAtTheRate(t *testing.T) {
 		// bucket had refilled, is charged them from full (as the provider
 		// charges its answer): the burst after it waits 4 s.
 		now = now.Add(time.Minute)
-		wait, _, err = b.Reserve(ctx, 100, 0)
+		wait, _, err = b.Reserve(ctx, "", 100, 0)
 		require.NoError(t, err)
 		assert.Zero(t, wait)
 		now = now.Add(time.Minute)
 		require.NoError(t, b.Settle(ctx, 400))
-		wait, _, err = b.Reserve(ctx, 500, time.Minute)
+		wait, _, err = b.Reserve(ctx, "", 500, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 4*time.Second, wait, "a late charge is not lost to the full bucket")
 
 		// The provider says 429, retry after 10 s: everyone waits that long first.
 		now = now.Add(time.Minute)
 		require.NoError(t, b.Hold(ctx, 10*time.Second))
-		wait, _, err = again.Reserve(ctx, 100, time.Minute)
+		wait, _, err = again.Reserve(ctx, "", 100, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 11*time.Second, wait)
 
@@ -106,7 +106,7 @@ func TestModelBudgetConcurrentBookings(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 10 {
-					wait, ok, err := b.Reserve(ctx, 1000, time.Hour)
+					wait, ok, err := b.Reserve(ctx, "", 1000, time.Hour)
 					if !assert.NoError(t, err) || !assert.True(t, ok) {
 						return
 					}
@@ -134,16 +134,16 @@ func TestModelBudgetServesABookingLargerThanTheBurst(t *testing.T) {
 		s.now = func() time.Time { return now }
 		b, err := s.ModelBudget(ctx, "large", 6000, 500) // 100 a second, a burst of 500
 		require.NoError(t, err)
-		wait, ok, err := b.Reserve(ctx, 3000, 0)
+		wait, ok, err := b.Reserve(ctx, "", 3000, 0)
 		require.NoError(t, err)
 		assert.True(t, ok, "a full bucket serves it at once")
 		assert.Zero(t, wait)
-		wait, ok, err = b.Reserve(ctx, 3000, time.Second)
+		wait, ok, err = b.Reserve(ctx, "", 3000, time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok)
 		assert.Equal(t, 30*time.Second, wait, "the next waits for the debt and a full bucket again")
 		now = now.Add(30 * time.Second)
-		wait, ok, err = b.Reserve(ctx, 3000, 0)
+		wait, ok, err = b.Reserve(ctx, "", 3000, 0)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Zero(t, wait)
@@ -173,7 +173,7 @@ func TestModelBudgetBooksWhenTheDatabaseLetsItIn(t *testing.T) {
 
 		booked := make(chan error, 1)
 		go func() {
-			wait, ok, err := b.Reserve(ctx, 500, 0)
+			wait, ok, err := b.Reserve(ctx, "", 500, 0)
 			if err == nil && (!ok || wait != 0) {
 				err = fmt.Errorf("a full bucket: want booked at once, got %v, %v", wait, ok)
 			}
@@ -187,9 +187,92 @@ func TestModelBudgetBooksWhenTheDatabaseLetsItIn(t *testing.T) {
 		require.NoError(t, <-booked)
 
 		// It took the whole burst at 9:00:10, so the next waits 5 s.
-		wait, ok, err := b.Reserve(ctx, 500, time.Minute)
+		wait, ok, err := b.Reserve(ctx, "", 500, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, 5*time.Second, wait, "the booking was made when it got in")
+	})
+}
+
+// Calls refused together come back in the order they were refused: each
+// is given the turn it will have if those ahead of it book at the budget's
+// pace, and a caller who comes later queues behind them all. Back under
+// its key, a call books against the bucket alone, so those ahead of it in
+// the room are served at their turns, not pushed back by later callers.
+// (Before the waiting room every refused call was told the same wait: the
+// claims handed back together came back together and the first to ask
+// got the turn.)
+func TestModelBudgetWaitingRoomKeepsTheOrderOfRefusal(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { return now }
+		// 6,000 tokens a minute (100 a second), a burst of 500 (5 s); two
+		// workers, and every call may hold its worker half a second.
+		b, err := s.ModelBudget(ctx, "room", 6000, 0)
+		require.NoError(t, err)
+		other, err := s.ModelBudget(ctx, "room", 6000, 0)
+		require.NoError(t, err)
+		const most = 500 * time.Millisecond
+		reserve := func(b *ModelBudget, key string) (time.Duration, bool) {
+			t.Helper()
+			wait, ok, err := b.Reserve(ctx, key, 100, most)
+			require.NoError(t, err)
+			return wait, ok
+		}
+		places := func() (n int) {
+			t.Helper()
+			require.NoError(t, s.queryRow(ctx, `SELECT count(*) FROM model_budget_room WHERE name = 'room'`).Scan(&n))
+			return n
+		}
+		_, ok, err := b.Reserve(ctx, "claim-1:step2:turn1", 500, 0)
+		require.NoError(t, err)
+		require.True(t, ok, "the burst is served at once")
+
+		// Four calls are refused, each with its own turn, 1 s apart.
+		var waits []time.Duration
+		for i, key := range []string{"claim-2:step2:turn1", "claim-3:step2:turn1", "claim-4:step4", "claim-5:step2:turn2"} {
+			wait, ok := reserve([]*ModelBudget{b, other}[i%2], key)
+			require.False(t, ok, key)
+			waits = append(waits, wait)
+		}
+		assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 4 * time.Second}, waits,
+			"each refused call its own turn, in the order refused")
+		wait, ok := reserve(b, "")
+		assert.False(t, ok)
+		assert.Equal(t, 5*time.Second, wait, "a caller with no key is told the wait behind the room")
+		assert.Equal(t, 4, places(), "and keeps no place")
+
+		// Back at their turns, claim-2's and claim-3's calls are served.
+		// claim-5's, back before its turn, is not served ahead of
+		// claim-4's and keeps its place.
+		now = now.Add(time.Second)
+		wait, ok = reserve(other, "claim-2:step2:turn1")
+		assert.True(t, ok, "back at its turn")
+		assert.Zero(t, wait)
+		wait, ok = reserve(b, "claim-5:step2:turn2")
+		assert.False(t, ok, "back before its turn")
+		assert.Equal(t, time.Second, wait)
+		now = now.Add(time.Second)
+		_, ok = reserve(b, "claim-3:step2:turn1")
+		assert.True(t, ok)
+		now = now.Add(time.Second)
+		_, ok = reserve(other, "claim-4:step4")
+		assert.True(t, ok)
+		assert.Equal(t, 1, places(), "a served call gives up its place")
+		now = now.Add(time.Second)
+		_, ok = reserve(b, "claim-5:step2:turn2")
+		assert.True(t, ok)
+		assert.Zero(t, places())
+
+		// A place not taken up within an hour of its turn is forgotten
+		// when the next call joins the room.
+		_, ok = reserve(b, "claim-6:step2:turn1")
+		require.False(t, ok)
+		now = now.Add(2 * time.Hour)
+		require.NoError(t, b.Hold(ctx, time.Minute))
+		_, ok = reserve(b, "claim-7:step2:turn1")
+		require.False(t, ok)
+		assert.Equal(t, 1, places(), "claim-6's place is forgotten, claim-7's kept")
 	})
 }
