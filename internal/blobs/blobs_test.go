@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,4 +103,55 @@ func TestGetRefusesAnObjectThatGrewOrShrank(t *testing.T) {
 	b, err = s.Get(ctx, Ref{URI: ref.URI}, 6)
 	require.NoError(t, err)
 	assert.Equal(t, "repair", string(b))
+}
+
+// A file:// bucket writes each object through a temporary file in the
+// bucket's own directories: the rename that publishes it works when the
+// system's temporary directory is another filesystem (a tmpfs /tmp), a
+// claim's data never passes through that shared directory, and no
+// sidecar of attributes is written. A temporary file a crash left behind
+// is not listed as an object.
+func TestAFileBucketWritesWithinItself(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	shm, err := os.MkdirTemp("/dev/shm", "blobs-tmp-")
+	require.NoError(t, err, "this test needs /dev/shm, a tmpfs, as most Linux systems have")
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	var bucketFS, shmFS syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(dir, &bucketFS))
+	require.NoError(t, syscall.Statfs(shm, &shmFS))
+	require.NotEqual(t, bucketFS.Type, shmFS.Type, "the temporary directory must be another filesystem than the bucket")
+	t.Setenv("TMPDIR", shm)
+
+	s, err := Open(ctx, "file://"+dir+"?create_dir=true")
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Put(ctx, DocumentKey("claim-0042", 0, "kitchen.jpg"), strings.NewReader("a photo"))
+	require.NoError(t, err, "published across filesystems")
+	_, err = s.PutRecord(ctx, "claim-files/claim-0042/file.json", []byte(`{"claim_id":"claim-0042"}`), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+
+	left, err := os.ReadDir(shm)
+	require.NoError(t, err)
+	assert.Empty(t, left, "nothing of a claim's in the system's temporary directory")
+	var files []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			files = append(files, rel)
+		}
+		return err
+	}))
+	assert.ElementsMatch(t, []string{"claims/claim-0042/0-kitchen.jpg", "claim-files/claim-0042/file.json"}, files, "no sidecars")
+
+	// A crash between the temporary file and its rename leaves it behind.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "claim-files", "claim-0042", "file2.json.18a3f5c2b9d04e11.tmp"), []byte("{"), 0o600))
+	keys, err := s.List(ctx, "claim-files/claim-0042/")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"claim-files/claim-0042/file.json"}, keys)
+
+	// A URL that sets them itself keeps its own settings.
+	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", withFileDefaults("file:///b"))
+	assert.Equal(t, "file:///b?metadata=&no_tmp_dir=", withFileDefaults("file:///b?no_tmp_dir=&metadata="))
+	assert.Equal(t, "s3://b?region=x", withFileDefaults("s3://b?region=x"))
 }
