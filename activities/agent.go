@@ -93,7 +93,7 @@ func (a *Activities) TriageTurn(ctx context.Context, in TurnInput) (TurnResult, 
 	for _, r := range in.ToolResults {
 		msgs = append(msgs, Message{Role: "tool", ToolCallID: r.CallID, Name: r.Name, Content: r.Content})
 	}
-	ctx = withBudgetKey(ctx, in.Key.String())
+	ctx = withBudgetKey(ctx, in.Key.String(), attempt(ctx) > 1)
 	if in.WaitsForBudget {
 		ctx = withDurableWait(ctx)
 	}

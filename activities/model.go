@@ -73,6 +73,7 @@ func (a *Activities) TriageClaim(ctx context.Context, in TriageInput) (TriageRes
 	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
 		return TriageResult{}, err
 	}
+	ctx = withBudgetKey(ctx, in.Key.String(), attempt(ctx) > 1)
 	m, _ := a.modelFor(ctx, "triage")
 	res, err := callModel(ctx, a, m, in.Key, in.Claim.ID, func() (Reply[Triage], error) { return m.Triage(ctx, in.Claim) })
 	if err == nil {
@@ -89,7 +90,7 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	if _, _, err := a.forClaim(ctx, in.Claim.ID); err != nil {
 		return AssessResult{}, err // the insurer's model is not anyone's to spend
 	}
-	ctx = withBudgetKey(ctx, in.Key.String())
+	ctx = withBudgetKey(ctx, in.Key.String(), attempt(ctx) > 1)
 	if in.WaitsForBudget {
 		ctx = withDurableWait(ctx)
 	}

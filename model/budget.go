@@ -26,8 +26,10 @@ type Budget interface {
 	// how long it would have been. key names the call (its step's
 	// idempotency key, or empty): a call refused under a key keeps its
 	// place in line for when it asks again under it, ahead of callers
-	// who came later.
-	Reserve(ctx context.Context, key string, tokens int64, most time.Duration) (wait time.Duration, ok bool, err error)
+	// who came later. again says the step has had a turn already (asked
+	// again after an invalid answer, a 429 or a failed attempt): it too
+	// books ahead of callers who came later.
+	Reserve(ctx context.Context, key string, again bool, tokens int64, most time.Duration) (wait time.Duration, ok bool, err error)
 	// Settle corrects a booking by what the call really used (used minus
 	// booked; a call that failed gives back all it booked).
 	Settle(ctx context.Context, delta int64) error
@@ -62,15 +64,29 @@ func WithDurableWait(ctx context.Context) context.Context {
 // DurableWait reports whether ctx is marked by WithDurableWait.
 func DurableWait(ctx context.Context) bool { v, _ := ctx.Value(durableWaitKey{}).(bool); return v }
 
-type budgetKeyKey struct{}
+type budgetCallKey struct{}
 
-// WithBudgetKey names the call for the shared budget (Budget.Reserve's
-// key): the step's idempotency key, the same every time the step asks.
-func WithBudgetKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, budgetKeyKey{}, key)
+// budgetCall is what the shared budget is told of a step's calls: its key,
+// and whether it has had a turn already (Budget.Reserve's again).
+type budgetCall struct {
+	key   string
+	again bool
 }
 
-func budgetKey(ctx context.Context) string { v, _ := ctx.Value(budgetKeyKey{}).(string); return v }
+// WithBudgetKey names the step's calls for the shared budget
+// (Budget.Reserve's key): its idempotency key, the same every time the
+// step asks. again says the step has had a turn already (an activity
+// attempt after the first); a call of it that books marks the rest so.
+func WithBudgetKey(ctx context.Context, key string, again bool) context.Context {
+	return context.WithValue(ctx, budgetCallKey{}, &budgetCall{key: key, again: again})
+}
+
+func budgetCallOf(ctx context.Context) *budgetCall {
+	if c, ok := ctx.Value(budgetCallKey{}).(*budgetCall); ok {
+		return c
+	}
+	return &budgetCall{}
+}
 
 // completionAllowance is what a call is booked for beyond its prompt
 // before the answer says what it used.
@@ -102,15 +118,28 @@ func (m *OpenAIModel) complete(ctx context.Context, params openai.ChatCompletion
 		b, _ := json.Marshal(params)
 		booked = int64(len(b)/4) + completionAllowance
 	}
+	call := budgetCallOf(ctx)
+	queued := false
 	for {
 		if m.cfg.Budget != nil {
-			wait, ok, err := m.cfg.Budget.Reserve(ctx, budgetKey(ctx), booked, m.mayWait(ctx))
+			wait, ok, err := m.cfg.Budget.Reserve(ctx, call.key, call.again, booked, m.mayWait(ctx))
 			if err != nil {
 				return nil, retryable("the shared model budget is unreadable: "+err.Error(), ErrModelUnavailable, 0)
+			}
+			if !ok && !queued && wait <= m.mayWait(ctx) {
+				// Placed in line behind others the budget handed back,
+				// with a turn this call may wait for in its worker: it
+				// waits for it once, and asks again from its place.
+				queued = true
+				if err := m.sleep(ctx, "budget", wait); err != nil {
+					return nil, classifyModelError(err, m.cfg.Env)
+				}
+				continue
 			}
 			if !ok {
 				return nil, m.budgetWait(ctx, "budget", wait, "the shared budget ("+m.cfg.Model+") has no room sooner")
 			}
+			call.again = true // its turn is had: asked again, it books ahead of later callers
 			if err := m.sleep(ctx, "budget", wait); err != nil {
 				m.settle(ctx, -booked)
 				return nil, classifyModelError(err, m.cfg.Env)

@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/model"
+	"github.com/durableclaims/durableclaims/testbed/modelsim"
 )
 
 // A 429 is not a failed attempt: the call waits out the provider's
@@ -112,7 +114,7 @@ func TestBudgetHandsBackTurnsInTheOrderAsked(t *testing.T) {
 		t.Helper()
 		ctx := model.WithDurableWait(context.Background())
 		if key != "" {
-			ctx = model.WithBudgetKey(ctx, key)
+			ctx = model.WithBudgetKey(ctx, key, false)
 		}
 		_, err := m.TriageTurn(ctx, model.TurnRequest{Claim: waterClaim(), Turn: 1})
 		var appErr *temporal.ApplicationError
@@ -122,7 +124,7 @@ func TestBudgetHandsBackTurnsInTheOrderAsked(t *testing.T) {
 		require.NoError(t, appErr.Details(&wait))
 		return wait
 	}
-	_, err = m.TriageTurn(model.WithBudgetKey(context.Background(), "claim-0:step2:turn1"), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	_, err = m.TriageTurn(model.WithBudgetKey(context.Background(), "claim-0:step2:turn1", false), model.TurnRequest{Claim: waterClaim(), Turn: 1})
 	require.NoError(t, err, "the first is served at once")
 	first, second, third := handedBack("claim-1:step2:turn1"), handedBack("claim-2:step2:turn1"), handedBack("claim-3:step2:turn1")
 	assert.Greater(t, second, first+100*time.Millisecond, "each its own turn")
@@ -130,9 +132,45 @@ func TestBudgetHandsBackTurnsInTheOrderAsked(t *testing.T) {
 	assert.Greater(t, handedBack(""), third, "no key: behind them all")
 
 	time.Sleep(first)
-	_, err = m.TriageTurn(model.WithBudgetKey(context.Background(), "claim-1:step2:turn1"), model.TurnRequest{Claim: waterClaim(), Turn: 1})
+	_, err = m.TriageTurn(model.WithBudgetKey(context.Background(), "claim-1:step2:turn1", false), model.TurnRequest{Claim: waterClaim(), Turn: 1})
 	assert.NoError(t, err, "back at its turn, served")
 	assert.Len(t, sim.Calls(), 2, "the provider was asked only by the calls served")
+}
+
+// asks is a budget that serves every call at once and records how each
+// asked.
+type asks struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (a *asks) Reserve(_ context.Context, key string, again bool, _ int64, _ time.Duration) (time.Duration, bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, fmt.Sprintf("%s again=%v", key, again))
+	return 0, true, nil
+}
+func (*asks) Settle(context.Context, int64) error       { return nil }
+func (*asks) Hold(context.Context, time.Duration) error { return nil }
+
+// A step that has had its turn tells the budget so when it asks again (an
+// invalid answer asked again, a 429), and so does an activity attempt
+// after the first: it books ahead of callers who came later instead of
+// going to the back of the line it has been through.
+func TestAStepAskingAgainTellsTheBudget(t *testing.T) {
+	budget := &asks{}
+	m, sim := simModel(t, model.OpenAIConfig{Budget: budget})
+	sim.Inject(modelsim.Invalid, "429")
+	_, err := m.Assess(model.WithBudgetKey(context.Background(), "claim-1:step4", false), model.AssessRequest{Claim: waterClaim()})
+	require.NoError(t, err)
+	_, err = m.Assess(model.WithBudgetKey(context.Background(), "claim-2:step4", true), model.AssessRequest{Claim: waterClaim()})
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"claim-1:step4 again=false", // its first ask
+		"claim-1:step4 again=true",  // the invalid answer asked again
+		"claim-1:step4 again=true",  // after the 429
+		"claim-2:step4 again=true",  // a second attempt
+	}, budget.calls)
 }
 
 // A 429 that is not a rate (the account out of credit) fails the step at

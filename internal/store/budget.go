@@ -60,10 +60,13 @@ func (b *ModelBudget) nowUS() int64 { return b.s.now().UnixMicro() }
 // and its wait is when its turn comes if everyone ahead of it books at the
 // budget's pace; back under the same key, it books against the bucket
 // alone, ahead of any caller not in the room, who queues behind the
-// room's line. So calls refused together come back in the order they were
-// refused, not all together to race for the turns (a call refused with no
-// key is told the wait behind the line, and keeps no place).
-func (b *ModelBudget) Reserve(ctx context.Context, key string, tokens int64, most time.Duration) (time.Duration, bool, error) {
+// room's line (and joins it, however short the wait: a caller that booked
+// behind the line would move the bucket past the turns of those still to
+// come back). So calls refused together come back in the order they were
+// refused, not all together to race for the turns. A call again (its step
+// has had a turn already) books against the bucket alone too, and a call
+// refused with no key is told the wait behind the line and keeps no place.
+func (b *ModelBudget) Reserve(ctx context.Context, key string, again bool, tokens int64, most time.Duration) (time.Duration, bool, error) {
 	cost := b.span(tokens).Microseconds()
 	need := min(cost, b.burst.Microseconds()) // what must have been refilled
 	t, err := b.s.begin(ctx)
@@ -71,52 +74,67 @@ func (b *ModelBudget) Reserve(ctx context.Context, key string, tokens int64, mos
 		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
 	defer t.Rollback()
-	var tat, room int64
-	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
+	fail := func(err error) (time.Duration, bool, error) {
 		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
+	var tat, room int64
+	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
+		return fail(err)
+	}
 	now := b.nowUS()
+	var turn int64
 	inRoom := false
 	if key != "" {
-		var turn int64
 		switch err := t.queryRow(ctx, `SELECT turn_us FROM model_budget_room WHERE name = ? AND call_key = ?`, b.name, key).Scan(&turn); {
 		case err == nil:
 			inRoom = true
 		case !errors.Is(err, sql.ErrNoRows):
-			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+			return fail(err)
 		}
 	}
-	from := max(tat, now)
-	if !inRoom {
-		from = max(from, room) // behind everyone the room holds a place for
+	waitFrom := func(from int64) time.Duration {
+		return max(time.Duration(from+need-now)*time.Microsecond-b.burst, 0)
 	}
-	wait := max(time.Duration(from+need-now)*time.Microsecond-b.burst, 0)
-	booked := wait <= most
+	from := max(tat, now)
+	behind := !inRoom && !again && room > from // the line has not drained
+	if behind {
+		from = room
+	}
+	wait := waitFrom(from)
+	booked := wait <= most && !behind
 	switch {
 	case booked:
 		if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ? WHERE name = ?`, from+cost, b.name); err != nil {
-			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+			return fail(err)
 		}
 		if inRoom {
 			if _, err := t.exec(ctx, `DELETE FROM model_budget_room WHERE name = ? AND call_key = ?`, b.name, key); err != nil {
-				return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+				return fail(err)
 			}
 		}
-	case key != "" && !inRoom:
-		// A place at the end of the line; places long past are of calls
-		// that never came back (a claim ended meanwhile).
+	case inRoom:
+		// Back before its turn (a hold moved the line on, or its wait was
+		// capped): it comes back at its turn, not with everyone the hold
+		// refused at once.
+		wait = max(wait, waitFrom(turn))
+	case key != "":
+		// A place: at the end of the line, or, for a call again, at the
+		// bucket's turn, ahead of it. Places long past are of calls that
+		// never came back (a claim ended meanwhile).
 		if _, err := t.exec(ctx, `DELETE FROM model_budget_room WHERE name = ? AND turn_us < ?`, b.name, now-roomForgets.Microseconds()); err != nil {
-			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+			return fail(err)
 		}
 		if _, err := t.exec(ctx, `INSERT INTO model_budget_room (name, call_key, turn_us) VALUES (?, ?, ?)`, b.name, key, from); err != nil {
-			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+			return fail(err)
 		}
-		if _, err := t.exec(ctx, `UPDATE model_budget SET room_us = ? WHERE name = ?`, from+cost, b.name); err != nil {
-			return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		if !again {
+			if _, err := t.exec(ctx, `UPDATE model_budget SET room_us = ? WHERE name = ?`, from+cost, b.name); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if err := t.Commit(); err != nil {
-		return 0, false, fmt.Errorf("store: model budget %q: %w", b.name, err)
+		return fail(err)
 	}
 	return wait, booked, nil
 }
@@ -145,11 +163,37 @@ func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
 }
 
 // Hold keeps every booking back for d: the bucket counts as empty until
-// then.
+// then, and the waiting room's turns move on by as much as the bucket did,
+// so that those in it come back one by one after the hold as before it.
 func (b *ModelBudget) Hold(ctx context.Context, d time.Duration) error {
-	return b.update(ctx, func(tat, room, now int64) (int64, int64) {
-		return max(tat, now+(d+b.burst).Microseconds()), room
-	})
+	t, err := b.s.begin(ctx)
+	if err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	defer t.Rollback()
+	var tat, room int64
+	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	now := b.nowUS()
+	held := max(tat, now+(d+b.burst).Microseconds())
+	moved := held - max(tat, now)
+	if moved <= 0 {
+		return nil
+	}
+	if room > now {
+		room += moved
+	}
+	if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ?, room_us = ? WHERE name = ?`, held, room, b.name); err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	if _, err := t.exec(ctx, `UPDATE model_budget_room SET turn_us = turn_us + ? WHERE name = ?`, moved, b.name); err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("store: model budget %q: %w", b.name, err)
+	}
+	return nil
 }
 
 // update moves the bucket's time from tat to next's, and the waiting

@@ -26,41 +26,41 @@ func TestModelBudgetBooksAtTheRate(t *testing.T) {
 		require.NoError(t, err, "opening a budget twice keeps it")
 
 		// The burst is served at once, then each 100 tokens waits a second more.
-		wait, ok, err := b.Reserve(ctx, "", 500, 0)
+		wait, ok, err := b.Reserve(ctx, "", false, 500, 0)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Zero(t, wait)
-		wait, ok, err = again.Reserve(ctx, "", 100, time.Minute)
+		wait, ok, err = again.Reserve(ctx, "", false, 100, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, time.Second, wait)
-		wait, ok, err = b.Reserve(ctx, "", 200, time.Minute)
+		wait, ok, err = b.Reserve(ctx, "", false, 200, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, 3*time.Second, wait)
 
 		// A caller that may wait only 2 s books nothing, and hears how long.
-		wait, ok, err = b.Reserve(ctx, "", 100, 2*time.Second)
+		wait, ok, err = b.Reserve(ctx, "", false, 100, 2*time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok)
 		assert.Equal(t, 4*time.Second, wait)
-		wait, ok, err = b.Reserve(ctx, "", 100, time.Minute)
+		wait, ok, err = b.Reserve(ctx, "", false, 100, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, 4*time.Second, wait, "the refused booking took nothing")
 
 		// A call that used 300 fewer tokens than booked gives them back.
 		require.NoError(t, b.Settle(ctx, -300))
-		wait, _, err = b.Reserve(ctx, "", 100, time.Minute)
+		wait, _, err = b.Reserve(ctx, "", false, 100, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 2*time.Second, wait)
 
 		// A minute later the bucket is full again, no fuller.
 		now = now.Add(time.Minute)
-		wait, _, err = b.Reserve(ctx, "", 500, 0)
+		wait, _, err = b.Reserve(ctx, "", false, 500, 0)
 		require.NoError(t, err)
 		assert.Zero(t, wait)
-		wait, _, err = b.Reserve(ctx, "", 100, time.Minute)
+		wait, _, err = b.Reserve(ctx, "", false, 100, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, wait)
 
@@ -68,19 +68,19 @@ func TestModelBudgetBooksAtTheRate(t *testing.T) {
 		// bucket had refilled, is charged them from full (as the provider
 		// charges its answer): the burst after it waits 4 s.
 		now = now.Add(time.Minute)
-		wait, _, err = b.Reserve(ctx, "", 100, 0)
+		wait, _, err = b.Reserve(ctx, "", false, 100, 0)
 		require.NoError(t, err)
 		assert.Zero(t, wait)
 		now = now.Add(time.Minute)
 		require.NoError(t, b.Settle(ctx, 400))
-		wait, _, err = b.Reserve(ctx, "", 500, time.Minute)
+		wait, _, err = b.Reserve(ctx, "", false, 500, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 4*time.Second, wait, "a late charge is not lost to the full bucket")
 
 		// The provider says 429, retry after 10 s: everyone waits that long first.
 		now = now.Add(time.Minute)
 		require.NoError(t, b.Hold(ctx, 10*time.Second))
-		wait, _, err = again.Reserve(ctx, "", 100, time.Minute)
+		wait, _, err = again.Reserve(ctx, "", false, 100, time.Minute)
 		require.NoError(t, err)
 		assert.Equal(t, 11*time.Second, wait)
 
@@ -106,7 +106,7 @@ func TestModelBudgetConcurrentBookings(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range 10 {
-					wait, ok, err := b.Reserve(ctx, "", 1000, time.Hour)
+					wait, ok, err := b.Reserve(ctx, "", false, 1000, time.Hour)
 					if !assert.NoError(t, err) || !assert.True(t, ok) {
 						return
 					}
@@ -134,16 +134,16 @@ func TestModelBudgetServesABookingLargerThanTheBurst(t *testing.T) {
 		s.now = func() time.Time { return now }
 		b, err := s.ModelBudget(ctx, "large", 6000, 500) // 100 a second, a burst of 500
 		require.NoError(t, err)
-		wait, ok, err := b.Reserve(ctx, "", 3000, 0)
+		wait, ok, err := b.Reserve(ctx, "", false, 3000, 0)
 		require.NoError(t, err)
 		assert.True(t, ok, "a full bucket serves it at once")
 		assert.Zero(t, wait)
-		wait, ok, err = b.Reserve(ctx, "", 3000, time.Second)
+		wait, ok, err = b.Reserve(ctx, "", false, 3000, time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok)
 		assert.Equal(t, 30*time.Second, wait, "the next waits for the debt and a full bucket again")
 		now = now.Add(30 * time.Second)
-		wait, ok, err = b.Reserve(ctx, "", 3000, 0)
+		wait, ok, err = b.Reserve(ctx, "", false, 3000, 0)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Zero(t, wait)
@@ -173,7 +173,7 @@ func TestModelBudgetBooksWhenTheDatabaseLetsItIn(t *testing.T) {
 
 		booked := make(chan error, 1)
 		go func() {
-			wait, ok, err := b.Reserve(ctx, "", 500, 0)
+			wait, ok, err := b.Reserve(ctx, "", false, 500, 0)
 			if err == nil && (!ok || wait != 0) {
 				err = fmt.Errorf("a full bucket: want booked at once, got %v, %v", wait, ok)
 			}
@@ -187,7 +187,7 @@ func TestModelBudgetBooksWhenTheDatabaseLetsItIn(t *testing.T) {
 		require.NoError(t, <-booked)
 
 		// It took the whole burst at 9:00:10, so the next waits 5 s.
-		wait, ok, err := b.Reserve(ctx, "", 500, time.Minute)
+		wait, ok, err := b.Reserve(ctx, "", false, 500, time.Minute)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		assert.Equal(t, 5*time.Second, wait, "the booking was made when it got in")
@@ -216,7 +216,7 @@ func TestModelBudgetWaitingRoomKeepsTheOrderOfRefusal(t *testing.T) {
 		const most = 500 * time.Millisecond
 		reserve := func(b *ModelBudget, key string) (time.Duration, bool) {
 			t.Helper()
-			wait, ok, err := b.Reserve(ctx, key, 100, most)
+			wait, ok, err := b.Reserve(ctx, key, false, 100, most)
 			require.NoError(t, err)
 			return wait, ok
 		}
@@ -225,7 +225,7 @@ func TestModelBudgetWaitingRoomKeepsTheOrderOfRefusal(t *testing.T) {
 			require.NoError(t, s.queryRow(ctx, `SELECT count(*) FROM model_budget_room WHERE name = 'room'`).Scan(&n))
 			return n
 		}
-		_, ok, err := b.Reserve(ctx, "claim-1:step2:turn1", 500, 0)
+		_, ok, err := b.Reserve(ctx, "claim-1:step2:turn1", false, 500, 0)
 		require.NoError(t, err)
 		require.True(t, ok, "the burst is served at once")
 
@@ -252,7 +252,7 @@ func TestModelBudgetWaitingRoomKeepsTheOrderOfRefusal(t *testing.T) {
 		assert.Zero(t, wait)
 		wait, ok = reserve(b, "claim-5:step2:turn2")
 		assert.False(t, ok, "back before its turn")
-		assert.Equal(t, time.Second, wait)
+		assert.Equal(t, 3*time.Second, wait, "told to come back at its turn, 4 s from the start")
 		now = now.Add(time.Second)
 		_, ok = reserve(b, "claim-3:step2:turn1")
 		assert.True(t, ok)
@@ -274,5 +274,79 @@ func TestModelBudgetWaitingRoomKeepsTheOrderOfRefusal(t *testing.T) {
 		_, ok = reserve(b, "claim-7:step2:turn1")
 		require.False(t, ok)
 		assert.Equal(t, 1, places(), "claim-6's place is forgotten, claim-7's kept")
+	})
+}
+
+// The room's line survives the provider's 429 and the calls that ask
+// again. A hold moves every turn on by as much as it moved the bucket, so
+// the calls in the room come back one by one after it, not all at once.
+// A step that has had its turn and asks again (an invalid answer asked
+// again, a 429, a failed attempt) books against the bucket alone, and,
+// refused, takes a place at the bucket's turn, not at the end of the
+// line. A caller that finds the line not yet drained joins it, however
+// short its wait: booked behind the line, it would move the bucket past
+// the turns of those still to come back.
+func TestModelBudgetWaitingRoomAcrossAHoldAndCallsAgain(t *testing.T) {
+	eachBackend(t, func(t *testing.T, s *Store, _ string) {
+		ctx := context.Background()
+		now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+		s.now = func() time.Time { return now }
+		b, err := s.ModelBudget(ctx, "hold", 6000, 0) // 100 tokens a second, a burst of 500
+		require.NoError(t, err)
+		const most = 500 * time.Millisecond
+		reserve := func(key string, again bool) (time.Duration, bool) {
+			t.Helper()
+			wait, ok, err := b.Reserve(ctx, key, again, 100, most)
+			require.NoError(t, err)
+			return wait, ok
+		}
+		_, ok, err := b.Reserve(ctx, "first", false, 500, 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		for i, key := range []string{"a", "b", "c", "d"} {
+			wait, ok := reserve(key, false)
+			require.False(t, ok)
+			require.Equal(t, time.Duration(i+1)*time.Second, wait)
+		}
+
+		// A step asking again books at the bucket's turn, ahead of the line.
+		wait, ok := reserve("again-1", true)
+		assert.False(t, ok, "the bucket's next turn is 1 s away")
+		assert.Equal(t, time.Second, wait, "at the bucket's turn, not behind the line's 4 s")
+
+		// The provider says 429, retry after 10 s, and the bucket moves
+		// 10.5 s on: so does every turn in the room.
+		now = now.Add(500 * time.Millisecond)
+		require.NoError(t, b.Hold(ctx, 10*time.Second))
+		at := func(d time.Duration) time.Time { return time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC).Add(d) }
+		var back []time.Duration
+		for i, key := range []string{"a", "b", "c", "d"} {
+			now = at(time.Duration(i+1) * time.Second) // each back at its first turn
+			wait, ok := reserve(key, false)
+			require.False(t, ok, key)
+			back = append(back, time.Duration(i+1)*time.Second+wait)
+		}
+		assert.Equal(t, []time.Duration{11500 * time.Millisecond, 12500 * time.Millisecond, 13500 * time.Millisecond, 14500 * time.Millisecond}, back,
+			"each comes back at its turn moved on by the hold, one by one")
+
+		// A step that had its turn and was held by the 429 takes a place
+		// at the bucket's turn, not at the end of the line (19.5 s): back
+		// under its key it books before a, b, c and d.
+		now = at(500 * time.Millisecond)
+		wait, ok = reserve("x", true)
+		require.False(t, ok)
+		assert.Equal(t, 11*time.Second, wait)
+		now = at(11500 * time.Millisecond)
+		_, ok = reserve("x", false)
+		assert.True(t, ok, "its place kept across the hand-back")
+
+		// A caller that comes while the line has not drained joins it,
+		// though the bucket alone would have served it within its wait.
+		now = at(12500 * time.Millisecond)
+		_, ok = reserve("a", false)
+		require.True(t, ok, "a, back at its moved turn")
+		wait, ok = reserve("late", false)
+		assert.False(t, ok, "behind b, c and d, who are still to come back")
+		assert.Equal(t, 3*time.Second, wait, "at the line's end, moved on by the hold")
 	})
 }
