@@ -81,7 +81,7 @@ func Open(ctx context.Context, bucketURL string) (*Store, error) {
 	if i := strings.IndexByte(base, '?'); i >= 0 {
 		base = base[:i]
 	}
-	return &Store{bucket: b, base: strings.TrimSuffix(base, "/"), MaxSize: DefaultMaxSize, file: strings.HasPrefix(bucketURL, "file:")}, nil
+	return &Store{bucket: b, base: strings.TrimSuffix(base, "/"), MaxSize: DefaultMaxSize, file: isFileURL(bucketURL)}, nil
 }
 
 // withFileDefaults opens a file:// bucket, unless its URL says otherwise,
@@ -95,7 +95,7 @@ func Open(ctx context.Context, bucketURL string) (*Store, error) {
 // of CPU that way, 0.20 ms this way (2026-12-07, ext4).
 func withFileDefaults(bucketURL string) string {
 	u, err := url.Parse(bucketURL)
-	if err != nil || u.Scheme != "file" {
+	if err != nil || u.Scheme != "file" { // url.Parse lower-cases the scheme
 		return bucketURL // blob.OpenBucket says what is wrong with it
 	}
 	q := u.Query()
@@ -107,6 +107,11 @@ func withFileDefaults(bucketURL string) string {
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+func isFileURL(bucketURL string) bool {
+	u, err := url.Parse(bucketURL)
+	return err == nil && u.Scheme == "file"
 }
 
 // fileTemp is the name fileblob gives a write's temporary file next to

@@ -113,14 +113,21 @@ func TestGetRefusesAnObjectThatGrewOrShrank(t *testing.T) {
 // is not listed as an object.
 func TestAFileBucketWritesWithinItself(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	// The bucket on the module's own disk, the temporary directory on
+	// /dev/shm (a tmpfs, as on every Linux system this runs on): two
+	// filesystems, whatever /tmp is.
+	dir, err := os.MkdirTemp(".", ".bucket-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	dir, err = filepath.Abs(dir)
+	require.NoError(t, err)
 	shm, err := os.MkdirTemp("/dev/shm", "blobs-tmp-")
 	require.NoError(t, err, "this test needs /dev/shm, a tmpfs, as most Linux systems have")
 	t.Cleanup(func() { os.RemoveAll(shm) })
-	var bucketFS, shmFS syscall.Statfs_t
-	require.NoError(t, syscall.Statfs(dir, &bucketFS))
-	require.NoError(t, syscall.Statfs(shm, &shmFS))
-	require.NotEqual(t, bucketFS.Type, shmFS.Type, "the temporary directory must be another filesystem than the bucket")
+	var bucketFS, shmFS syscall.Stat_t
+	require.NoError(t, syscall.Stat(dir, &bucketFS))
+	require.NoError(t, syscall.Stat(shm, &shmFS))
+	require.NotEqual(t, bucketFS.Dev, shmFS.Dev, "the temporary directory must be another filesystem than the bucket")
 	t.Setenv("TMPDIR", shm)
 
 	s, err := Open(ctx, "file://"+dir+"?create_dir=true")
@@ -154,4 +161,6 @@ func TestAFileBucketWritesWithinItself(t *testing.T) {
 	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", withFileDefaults("file:///b"))
 	assert.Equal(t, "file:///b?metadata=&no_tmp_dir=", withFileDefaults("file:///b?no_tmp_dir=&metadata="))
 	assert.Equal(t, "s3://b?region=x", withFileDefaults("s3://b?region=x"))
+	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", withFileDefaults("FILE:///b"))
+	assert.True(t, isFileURL("FILE:///b"))
 }
