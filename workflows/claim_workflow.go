@@ -102,6 +102,9 @@ type claimRun struct {
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
 	pending string
+	// queued is the approval queue's write of a wait's end while it runs
+	// beside the re-read (since.queueBeside; settleQueue waits for it).
+	queued workflow.Future
 }
 
 func newClaimRun(ctx workflow.Context, in ClaimInput) (*claimRun, error) {
@@ -250,7 +253,9 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 
 		now := r.rechecked
 		if !appr.Interrupted {
-			if now, err = r.reread(ctx, appr); err != nil {
+			now, err = r.reread(ctx, appr)
+			r.settleQueue(ctx)
+			if err != nil {
 				return ended(r.deadLetter(ctx, err))
 			}
 		}
@@ -464,10 +469,38 @@ func (r *claimRun) publishApproval() func(workflow.Context, *approvals.Approval)
 	// no steps) nor stops at the age cap (the end of a wait the age cap
 	// ended must still leave the queue).
 	return func(ctx workflow.Context, appr *approvals.Approval) error {
-		var res activities.QueueResult
 		lctx := workflow.WithLocalActivityOptions(ctx, *plan.queue.local)
-		return workflow.ExecuteLocalActivity(lctx, a.PublishApproval, activities.QueueInput{ClaimID: r.claim.ID, Open: appr.Open(), Approval: *appr}).Get(ctx, &res)
+		f := workflow.ExecuteLocalActivity(lctx, a.PublishApproval, activities.QueueInput{ClaimID: r.claim.ID, Open: appr.Open(), Approval: *appr})
+		if r.since.queueBeside && !appr.Open() && rereads(appr) {
+			// The wait's end, and the round reads the claim again next: the
+			// write runs beside that read (approvalRounds settles it). Until
+			// then nothing changes appr: the local activity reads it too.
+			r.queued = f
+			return nil
+		}
+		return f.Get(ctx, nil)
 	}
+}
+
+// settleQueue waits for the queue's write of a wait's end that ran beside
+// the re-read, if one did. A failure is logged, as the wait logs its own
+// writes' (approvals.Gate): the queue is a projection the healer mends.
+func (r *claimRun) settleQueue(ctx workflow.Context) {
+	if r.queued == nil {
+		return
+	}
+	f := r.queued
+	r.queued = nil
+	if err := f.Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("approval queue not updated", "error", err)
+	}
+}
+
+// rereads says whether the round reads the claim again after a wait that
+// ended as appr did: an approval, by people or by the policy's final
+// outcome, that no change of the claim interrupted (approvalRounds).
+func rereads(appr *approvals.Approval) bool {
+	return !appr.Capped && !appr.Interrupted && appr.Decision != nil && appr.Decision.Verdict != approvals.Reject
 }
 
 // recheck is the wait's hook for the changed signal (from versionRecheck

@@ -117,6 +117,10 @@ type calls struct {
 	letters          []activities.SentLetter
 	overdue          []activities.NoticeInput
 	claim            claim.Claim
+	// onLoad runs as the nth read of the claim begins; onQueue as a write
+	// to the approval queue begins (both on the local activity's goroutine).
+	onLoad  func(n int)
+	onQueue func(activities.QueueInput)
 }
 
 // sendLetter renders a letter for real, as the activity does, and keeps it.
@@ -212,6 +216,9 @@ func (s *ClaimSuite) SetupTest() {
 			c.loads++
 			n := c.loads
 			c.mu.Unlock()
+			if c.onLoad != nil {
+				c.onLoad(n)
+			}
 			if c.loadErr != nil {
 				return activities.LoadClaimResult{}, c.loadErr
 			}
@@ -404,6 +411,9 @@ func (s *ClaimSuite) SetupTest() {
 		}).Maybe()
 	env.OnActivity(a.PublishApproval, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.QueueInput) (activities.QueueResult, error) {
+			if c.onQueue != nil {
+				c.onQueue(in)
+			}
 			c.mu.Lock()
 			c.queue = append(c.queue, in)
 			c.mu.Unlock()
@@ -663,6 +673,39 @@ func (s *ClaimSuite) TestAboveThresholdWaitsThenPaysOnApprove() {
 	s.False(pa.ByPolicy)
 	s.Equal([]string{StatusRunning, StatusWaiting, StatusRunning, StatusPaid}, s.statuses())
 	s.Empty(s.calls.escalated)
+}
+
+// The task an approval wakes writes the wait's end to the approval queue
+// beside the claim's re-read, not before it (versionQueueBeside): the write
+// of the end holds (for up to a second of real time) until the re-read has begun,
+// which it does at once only when the two run side by side.
+func (s *ClaimSuite) TestTheQueuesEndIsWrittenBesideTheReread() {
+	reading := make(chan struct{})
+	var once sync.Once
+	s.calls.onLoad = func(n int) {
+		if n == 2 { // 1 is intake
+			once.Do(func() { close(reading) })
+		}
+	}
+	var beside bool
+	s.calls.onQueue = func(in activities.QueueInput) {
+		if in.Open {
+			return
+		}
+		select {
+		case <-reading:
+			beside = true
+		case <-time.After(time.Second):
+		}
+	}
+	s.approve(2*time.Hour, "adjuster-17", nil)
+	s.start(testClaim("claim-0042", "1840.00"), Options{})
+
+	s.Equal(StatusPaid, s.result().Status)
+	s.True(beside, "the re-read began while the queue's write of the end was under way")
+	s.Len(s.calls.pays, 1)
+	s.Equal(2, s.calls.loads, "intake and the re-read")
+	s.Equal([]queueWrite{{1, true, "waiting", nil}, {2, false, "waiting", []string{"adjuster-17"}}}, s.queueWrites())
 }
 
 func (s *ClaimSuite) TestRejectPaysNothing() {

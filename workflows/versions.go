@@ -81,6 +81,11 @@ import "go.temporal.io/sdk/workflow"
 //	                grid every waiting claim shares, the longest waiting
 //	                first in each tick (checkpoint.go, outageWake); the
 //	                day's bound counts from when the step began to wait
+//	versionQueueBeside the approval queue's write at the end of a wait an
+//	                approval ended runs beside the claim's re-read
+//	                (approvalRounds): the task that schedules the payment
+//	                waits for the slower of two store round trips, not for
+//	                both one after the other
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -105,9 +110,10 @@ const (
 	versionLaw            = 13
 	versionOutage         = 14
 	versionOutageGrid     = 15
+	versionQueueBeside    = 16
 
 	// versionLatest is what new runs record.
-	versionLatest = versionOutageGrid
+	versionLatest = versionQueueBeside
 )
 
 // versionSwitches are what a run does by the version it recorded: one
@@ -129,6 +135,7 @@ type versionSwitches struct {
 	law            bool // versionLaw: a jurisdiction's clocks, letters and hold
 	outageWaits    bool // versionOutage: a step whose dependency is down waits on durable timers
 	outageGrid     bool // versionOutageGrid: the long waits share a grid, the longest waiting first
+	queueBeside    bool // versionQueueBeside: a wait's end goes to the queue beside the re-read
 }
 
 // switchesOf is the table: which changes a run of version v has.
@@ -149,5 +156,6 @@ func switchesOf(v workflow.Version) versionSwitches {
 		law:            v >= versionLaw,
 		outageWaits:    v >= versionOutage,
 		outageGrid:     v >= versionOutageGrid,
+		queueBeside:    v >= versionQueueBeside,
 	}
 }
