@@ -252,7 +252,7 @@ func (r *claimRun) approvalRounds(ctx workflow.Context, payout int64, triage act
 		r.publish(ctx, StatusRunning)
 
 		now := r.rechecked
-		if !appr.Interrupted {
+		if rereads(appr) { // what is left of the cases above: !appr.Interrupted
 			now, err = r.reread(ctx, appr)
 			r.settleQueue(ctx)
 			if err != nil {

@@ -158,9 +158,11 @@ func TestAFileBucketWritesWithinItself(t *testing.T) {
 	assert.Equal(t, []string{"claim-files/claim-0042/file.json"}, keys)
 
 	// A URL that sets them itself keeps its own settings.
-	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", withFileDefaults("file:///b"))
-	assert.Equal(t, "file:///b?metadata=&no_tmp_dir=", withFileDefaults("file:///b?no_tmp_dir=&metadata="))
-	assert.Equal(t, "s3://b?region=x", withFileDefaults("s3://b?region=x"))
-	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", withFileDefaults("FILE:///b"))
-	assert.True(t, isFileURL("FILE:///b"))
+	opened := func(u string) string { o, _ := withFileDefaults(u); return o }
+	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", opened("file:///b"))
+	assert.Equal(t, "file:///b?metadata=&no_tmp_dir=", opened("file:///b?no_tmp_dir=&metadata="))
+	assert.Equal(t, "s3://b?region=x", opened("s3://b?region=x"))
+	assert.Equal(t, "file:///b?metadata=skip&no_tmp_dir=true", opened("FILE:///b"))
+	_, file := withFileDefaults("FILE:///b")
+	assert.True(t, file)
 }

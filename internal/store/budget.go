@@ -154,11 +154,11 @@ func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
 		return nil
 	}
 	d := b.span(delta).Microseconds()
-	return b.update(ctx, func(tat, room, now int64) (int64, int64) {
+	return b.update(ctx, func(tat, room, now int64) (int64, int64, int64) {
 		if room > now {
 			room = max(room+d, now)
 		}
-		return max(tat, now) + d, room
+		return max(tat, now) + d, room, 0
 	})
 }
 
@@ -166,44 +166,27 @@ func (b *ModelBudget) Settle(ctx context.Context, delta int64) error {
 // then, and the waiting room's turns move on by as much as the bucket did,
 // so that those in it come back one by one after the hold as before it.
 func (b *ModelBudget) Hold(ctx context.Context, d time.Duration) error {
-	t, err := b.s.begin(ctx)
-	if err != nil {
-		return fmt.Errorf("store: model budget %q: %w", b.name, err)
-	}
-	defer t.Rollback()
-	var tat, room int64
-	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
-		return fmt.Errorf("store: model budget %q: %w", b.name, err)
-	}
-	now := b.nowUS()
-	held := max(tat, now+(d+b.burst).Microseconds())
-	moved := held - max(tat, now)
-	if moved <= 0 {
-		return nil
-	}
-	if room > now {
-		room += moved
-	}
-	if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ?, room_us = ? WHERE name = ?`, held, room, b.name); err != nil {
-		return fmt.Errorf("store: model budget %q: %w", b.name, err)
-	}
-	if _, err := t.exec(ctx, `UPDATE model_budget_room SET turn_us = turn_us + ? WHERE name = ?`, moved, b.name); err != nil {
-		return fmt.Errorf("store: model budget %q: %w", b.name, err)
-	}
-	if err := t.Commit(); err != nil {
-		return fmt.Errorf("store: model budget %q: %w", b.name, err)
-	}
-	return nil
+	return b.update(ctx, func(tat, room, now int64) (int64, int64, int64) {
+		held := max(tat, now+(d+b.burst).Microseconds())
+		moved := held - max(tat, now)
+		if moved <= 0 {
+			return tat, room, 0
+		}
+		if room > now {
+			room += moved
+		}
+		return held, room, moved
+	})
 }
 
-// update moves the bucket's time from tat to next's, and the waiting
-// room's line from room, reading now once the row is locked (on SQLite,
-// once the transaction holds the database): a change that waited for
-// another writer is made at the time it got in. Booked at the time it
-// asked, into a bucket that was full then, its tokens were lost to a
-// refill the wait had already capped
+// update moves the bucket's time from tat to next's, the waiting room's
+// line from room, and every turn in it by next's shift, reading now once
+// the row is locked (on SQLite, once the transaction holds the database):
+// a change that waited for another writer is made at the time it got in.
+// Booked at the time it asked, into a bucket that was full then, its
+// tokens were lost to a refill the wait had already capped
 // (TestModelBudgetBooksWhenTheDatabaseLetsItIn).
-func (b *ModelBudget) update(ctx context.Context, next func(tat, room, now int64) (int64, int64)) error {
+func (b *ModelBudget) update(ctx context.Context, next func(tat, room, now int64) (newTat, newRoom, shift int64)) error {
 	t, err := b.s.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("store: model budget %q: %w", b.name, err)
@@ -213,8 +196,14 @@ func (b *ModelBudget) update(ctx context.Context, next func(tat, room, now int64
 	if err := t.lock(ctx, `SELECT tat_us, room_us FROM model_budget WHERE name = ?`, b.name).Scan(&tat, &room); err != nil {
 		return fmt.Errorf("store: model budget %q: %w", b.name, err)
 	}
-	if movedTat, movedRoom := next(tat, room, b.nowUS()); movedTat != tat || movedRoom != room {
+	movedTat, movedRoom, shift := next(tat, room, b.nowUS())
+	if movedTat != tat || movedRoom != room {
 		if _, err := t.exec(ctx, `UPDATE model_budget SET tat_us = ?, room_us = ? WHERE name = ?`, movedTat, movedRoom, b.name); err != nil {
+			return fmt.Errorf("store: model budget %q: %w", b.name, err)
+		}
+	}
+	if shift != 0 {
+		if _, err := t.exec(ctx, `UPDATE model_budget_room SET turn_us = turn_us + ? WHERE name = ?`, shift, b.name); err != nil {
 			return fmt.Errorf("store: model budget %q: %w", b.name, err)
 		}
 	}
