@@ -84,6 +84,9 @@ func (b *batch) run(stop context.Context, concurrency int, one func(int) outcome
 	}
 feed:
 	for i := range b.total {
+		if stop.Err() != nil {
+			break // a select with both cases ready picks either
+		}
 		select {
 		case next <- i:
 		case <-stop.Done():

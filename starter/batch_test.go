@@ -41,14 +41,17 @@ func TestBatchBoundsAndStops(t *testing.T) {
 
 	stop, cancel := context.WithCancel(context.Background())
 	b = &batch{total: 1000}
-	var calls atomic.Int64
+	var calls, atStop atomic.Int64
 	b.run(stop, 2, func(int) outcome {
 		if calls.Add(1) == 10 {
 			cancel()
+			atStop.Store(calls.Load())
 		}
 		return started
 	}, nil, 0)
-	assert.Less(t, b.done(), 20, "a stopped batch takes no more claims")
+	// Once stopped, the batch hands out at most the claim a send already
+	// under way carries; the other worker may hold one it took before.
+	assert.LessOrEqual(t, b.done(), int(atStop.Load())+2, "a stopped batch takes no more claims")
 	assert.Equal(t, int(calls.Load()), b.done(), "and counts every one it took")
 }
 
