@@ -40,7 +40,7 @@ func New() (*Prometheus, error) {
 		Meter:                provider.Meter("durableclaims"),
 		UseMonotonicCounters: true,
 	})
-	return &Prometheus{Handler: h, Registry: reg, provider: provider}, nil
+	return &Prometheus{Handler: newCached(h), Registry: reg, provider: provider}, nil
 }
 
 // HTTPHandler serves the registry in the Prometheus text format.
