@@ -277,7 +277,7 @@ func (s *soak) sweep(ctx context.Context, pending map[string]bool) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for id := range pending {
+	for _, id := range keys(pending) { // a copy: the describers delete from pending
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
