@@ -3,7 +3,7 @@ package metricsprom
 import (
 	"maps"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -57,17 +57,16 @@ func (c *cached) WithTags(tags map[string]string) client.MetricsHandler {
 	if len(tags) == 0 {
 		return c
 	}
-	var b strings.Builder
-	b.WriteString(c.key)
-	b.WriteByte('{')
+	// Each string length-prefixed, so that no two tag sets share a key.
+	b := []byte(c.key)
+	b = strconv.AppendInt(b, int64(len(tags)), 10)
 	for _, k := range slices.Sorted(maps.Keys(tags)) {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(tags[k])
-		b.WriteByte(0)
+		for _, s := range [2]string{k, tags[k]} {
+			b = strconv.AppendInt(append(b, ':'), int64(len(s)), 10)
+			b = append(append(b, ':'), s...)
+		}
 	}
-	b.WriteByte('}')
-	key := b.String()
+	key := string(b)
 	if h, ok := c.derived.Load(key); ok {
 		return h.(*cached)
 	}

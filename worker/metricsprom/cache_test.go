@@ -64,6 +64,8 @@ func TestDerivedHandlersAreKeptAndRecordTheirTags(t *testing.T) {
 		assert.Equal(t, 1, n)
 	}
 	assert.Same(t, h, h.WithTags(nil))
+	assert.NotSame(t, h.WithTags(map[string]string{"a": "x:1:b:1:y"}), h.WithTags(map[string]string{"a": "x", "b": "y"}),
+		"a tag's value never reads as more tags")
 
 	pay.Counter("tasks").Inc(2)
 	again.Counter("tasks").Inc(3)
