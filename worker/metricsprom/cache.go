@@ -29,27 +29,42 @@ const maxCached = 4096
 // Unwrap gives the OpenTelemetry handler underneath, with its attributes
 // (internal/metrics records histograms on its meter).
 type cached struct {
-	inner   client.MetricsHandler
-	key     string // the tag sets that derived it, in order
-	room    *atomic.Int64
-	derived *sync.Map // key → *cached, shared by the whole tree
+	inner  client.MetricsHandler
+	key    string // the tag sets that derived it, in order
+	shared *kept
 
 	counters, gauges, timers sync.Map // name → instrument
 }
 
+// kept is what the handlers derived from one root share.
+type kept struct {
+	room    atomic.Int64
+	derived sync.Map // key → *cached
+}
+
 func newCached(h client.MetricsHandler) *cached {
-	room := &atomic.Int64{}
-	room.Store(maxCached)
-	return &cached{inner: h, room: room, derived: &sync.Map{}}
+	k := &kept{}
+	k.room.Store(maxCached)
+	return &cached{inner: h, shared: k}
 }
 
 // take claims room for one more kept entry.
-func (c *cached) take() bool {
-	if c.room.Add(-1) >= 0 {
+func (k *kept) take() bool {
+	if k.room.Add(-1) >= 0 {
 		return true
 	}
-	c.room.Add(1)
+	k.room.Add(1)
 	return false
+}
+
+// keep stores v under key in m unless another got there first, and
+// returns what m holds; it gives back the room it took if so.
+func (k *kept) keep(m *sync.Map, key string, v any) any {
+	got, loaded := m.LoadOrStore(key, v)
+	if loaded {
+		k.room.Add(1)
+	}
+	return got
 }
 
 // WithTags returns the handler these tags derive from c, kept.
@@ -67,59 +82,41 @@ func (c *cached) WithTags(tags map[string]string) client.MetricsHandler {
 		}
 	}
 	key := string(b)
-	if h, ok := c.derived.Load(key); ok {
+	if h, ok := c.shared.derived.Load(key); ok {
 		return h.(*cached)
 	}
-	h := &cached{inner: c.inner.WithTags(tags), key: key, room: c.room, derived: c.derived}
-	if !c.take() {
-		return h // not kept; its own instruments are not kept either
+	inner := c.inner.WithTags(tags)
+	if !c.shared.take() {
+		return inner // past the bound: the handler underneath, as without the cache
 	}
-	got, loaded := c.derived.LoadOrStore(key, h)
-	if loaded {
-		c.room.Add(1)
-	}
-	return got.(*cached)
+	return c.shared.keep(&c.shared.derived, key, &cached{inner: inner, key: key, shared: c.shared}).(*cached)
 }
 
 // Counter returns the counter of that name, kept.
 func (c *cached) Counter(name string) client.MetricsCounter {
-	return instrument(c, &c.counters, name, c.inner.Counter)
+	return instrument(c.shared, &c.counters, name, c.inner.Counter)
 }
 
 // Gauge returns the gauge of that name, kept.
 func (c *cached) Gauge(name string) client.MetricsGauge {
-	return instrument(c, &c.gauges, name, c.inner.Gauge)
+	return instrument(c.shared, &c.gauges, name, c.inner.Gauge)
 }
 
 // Timer returns the timer of that name, kept.
 func (c *cached) Timer(name string) client.MetricsTimer {
-	return instrument(c, &c.timers, name, c.inner.Timer)
+	return instrument(c.shared, &c.timers, name, c.inner.Timer)
 }
 
 // Unwrap is the handler underneath (for temporalotel.ExtractMetricsHandler).
 func (c *cached) Unwrap() client.MetricsHandler { return c.inner }
 
-func instrument[T any](c *cached, kept *sync.Map, name string, build func(string) T) T {
-	if i, ok := kept.Load(name); ok {
+func instrument[T any](k *kept, m *sync.Map, name string, build func(string) T) T {
+	if i, ok := m.Load(name); ok {
 		return i.(T)
 	}
 	i := build(name)
-	if !c.kept() || !c.take() {
+	if !k.take() {
 		return i
 	}
-	got, loaded := kept.LoadOrStore(name, i)
-	if loaded {
-		c.room.Add(1)
-	}
-	return got.(T)
-}
-
-// kept says whether c itself is in the cache (a handler derived past the
-// bound is not, and neither are its instruments: it is used and dropped).
-func (c *cached) kept() bool {
-	if c.key == "" {
-		return true
-	}
-	h, ok := c.derived.Load(c.key)
-	return ok && h == c
+	return k.keep(m, name, i).(T)
 }

@@ -53,11 +53,11 @@ func TestDerivedHandlersAreKeptAndRecordTheirTags(t *testing.T) {
 	pay.Counter("tasks")
 	pay.Timer("latency")
 	pay.Gauge("slots")
-	room := h.room.Load()
+	room := h.shared.room.Load()
 	again.Counter("tasks")
 	again.Timer("latency")
 	again.Gauge("slots")
-	assert.Equal(t, room, h.room.Load(), "the instruments are kept, not made again")
+	assert.Equal(t, room, h.shared.room.Load(), "the instruments are kept, not made again")
 	for _, kept := range []*sync.Map{&pay.(*cached).counters, &pay.(*cached).timers, &pay.(*cached).gauges} {
 		n := 0
 		kept.Range(func(_, _ any) bool { n++; return true })
@@ -102,13 +102,13 @@ func TestDerivedHandlersAreBoundedAndStillRecord(t *testing.T) {
 	}
 	wg.Wait()
 	kept := 0
-	h.derived.Range(func(_, v any) bool {
+	h.shared.derived.Range(func(_, v any) bool {
 		kept++
 		v.(*cached).counters.Range(func(_, _ any) bool { kept++; return true })
 		return true
 	})
 	assert.LessOrEqual(t, kept, maxCached)
-	assert.GreaterOrEqual(t, h.room.Load(), int64(0))
+	assert.GreaterOrEqual(t, h.shared.room.Load(), int64(0))
 
 	got := sums(t, reader)
 	var n, m int64
