@@ -158,9 +158,7 @@ func TestATriageTurnFailsOverAndIsNotFreeToRepeat(t *testing.T) {
 
 	// Even the rules model, free and deterministic as a primary, is not
 	// as a fallback.
-	r = newFailoverRig(t, "claim-0303", false)
-	r.a.Fallback, r.a.FallbackAfter = RulesModel{}, 2
-	injectN(r.primary, modelsim.ServerError, 2)
+	r = rulesAsFallback(t, "claim-0303")
 	res, _, err = withRetries[TurnResult](t, r, turnWorkflow, r.turn())
 	require.NoError(t, err)
 	assert.Equal(t, RulesModel{}.Name(), res.Model)
@@ -241,4 +239,38 @@ func TestTheFallbackIsAskedOncePerAttempt(t *testing.T) {
 	assert.Equal(t, model.ErrModelAuth, appErr.Type())
 	assert.Contains(t, appErr.Error(), "check MODEL_FALLBACK_API_KEY")
 	assert.Len(t, r.fallback.Calls(), 1, "a refusal ends the step")
+}
+
+// An assessment is free to ask for again only when the rules model, as the
+// primary, gave it: a real model's is not, nor the rules' as a fallback
+// (after a crash the step starts with the primary, which may answer
+// otherwise).
+func TestAnAssessmentIsFreeToRepeatOnlyFromTheRulesAsPrimary(t *testing.T) {
+	r := newFailoverRig(t, "claim-0305", false)
+	res, _, err := withRetries[AssessResult](t, r, assessWorkflow, r.assess())
+	require.NoError(t, err)
+	assert.False(t, res.FreeToRepeat(), "a real model's answer costs to ask again")
+
+	r = newFailoverRig(t, "claim-0306", false)
+	r.a.Model = RulesModel{}
+	res, _, err = withRetries[AssessResult](t, r, assessWorkflow, r.assess())
+	require.NoError(t, err)
+	assert.Equal(t, RulesModel{}.Name(), res.Model)
+	assert.True(t, res.FreeToRepeat(), "the rules as the primary answer the same, at no cost")
+
+	r = rulesAsFallback(t, "claim-0307")
+	res, _, err = withRetries[AssessResult](t, r, assessWorkflow, r.assess())
+	require.NoError(t, err)
+	assert.Equal(t, RulesModel{}.Name(), res.Model)
+	assert.False(t, res.FreeToRepeat(), "the rules as a fallback are not what a retry asks first")
+}
+
+// rulesAsFallback is a rig whose primary fails its first two attempts, so
+// the rules model, its fallback, answers the third.
+func rulesAsFallback(t *testing.T, id string) *failoverRig {
+	t.Helper()
+	r := newFailoverRig(t, id, false)
+	r.a.Fallback, r.a.FallbackAfter = RulesModel{}, 2
+	injectN(r.primary, modelsim.ServerError, 2)
+	return r
 }

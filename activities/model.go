@@ -35,10 +35,13 @@ type ModelResult[T any] struct {
 	// PromptVersion names the instructions the model answered under
 	// (Model.PromptVersion) and BuildID the build of the worker that asked
 	// (Activities.BuildID); empty in results recorded before they were.
-	PromptVersion string     `json:"prompt_version,omitempty"`
-	BuildID       string     `json:"build_id,omitempty"`
-	Usage         Usage      `json:"usage"`
-	OutputSHA256  string     `json:"output_sha256"`
+	PromptVersion string `json:"prompt_version,omitempty"`
+	BuildID       string `json:"build_id,omitempty"`
+	Usage         Usage  `json:"usage"`
+	OutputSHA256  string `json:"output_sha256"`
+	// Deterministic: as TurnResult's (the assessment's, from the rules
+	// model as the primary; unset in older results and the single triage).
+	Deterministic bool       `json:"deterministic,omitempty"`
 	Transcript    string     `json:"transcript,omitempty"`
 	TranscriptRef *blobs.Ref `json:"transcript_ref,omitempty"`
 	Meta
@@ -94,11 +97,12 @@ func (a *Activities) AssessClaim(ctx context.Context, in AssessInput) (AssessRes
 	if in.WaitsForBudget {
 		ctx = withDurableWait(ctx)
 	}
-	m, _ := a.modelFor(ctx, "assess")
+	m, fallback := a.modelFor(ctx, "assess")
 	res, err := callModel(ctx, a, m, in.Key, in.Claim.ID, func() (Reply[Assessment], error) { return m.Assess(ctx, in.AssessRequest) })
 	if err != nil {
 		return res, a.outage(ctx, DependencyModel, in.WaitsOutOutages, withAttempt(ctx, err))
 	}
+	res.Deterministic = deterministic(m, fallback)
 	res.Usage.CostMicros = in.Price.Cost(res.Usage.TokensIn, res.Usage.TokensOut)
 	countModelCall(ctx, res.Model, "assess", res.Usage)
 	return res, nil

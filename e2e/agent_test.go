@@ -154,3 +154,30 @@ func (w *world) ledger(id string) (map[string]int, []store.ModelCall) {
 	}
 	return out, calls
 }
+
+// A model that costs to ask again keeps its assessment a checkpoint of its
+// own (only the rules model's is free to repeat, versionFreeAssess): killed
+// after the model answered the assessment, the worker's replacement gets
+// the activity retried by the server, attempt 2, and no triage turn is
+// asked again.
+func TestAPaidAssessmentIsItsOwnCheckpoint(t *testing.T) {
+	w := newWorld(t)
+	sim := modelsim.New("sk-sim")
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	w.env = append(w.env, "MODEL_PROVIDER=openai", "MODEL_BASE_URL="+srv.URL+"/v1", "MODEL_NAME=sim-1", "MODEL_API_KEY=sk-sim")
+	const id = "claim-e2e-paid-assess"
+	worker := testenv.Supervise(t, w.env, filepath.Join(w.bin, "worker"),
+		"--crash-at", id+":4:after-effect", "--crash-state", filepath.Join(t.TempDir(), "crash-fired"))
+
+	w.start(w.claimFile(id, "640.00"))
+	assert.Equal(t, workflows.StatusPaid, w.result(id).Status)
+	assert.Equal(t, 1, worker.Kills())
+
+	calls, _ := w.ledger(id)
+	assert.Equal(t, map[string]int{id + ":step2:turn1": 1, id + ":step2:turn2": 1, id + ":step4": 2}, calls,
+		"the assessment asked again (it was interrupted after its answer), no turn")
+	attempts, taskTimeouts := w.attempts(id)
+	assert.Equal(t, int32(2), attempts["AssessClaim"], "the server retried the regular assessment")
+	assert.Zero(t, taskTimeouts, "no workflow task was lost")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -262,14 +263,35 @@ func TestDeadLetterAndRedrive(t *testing.T) {
 	require.NoError(t, err, out)
 	out, err = w.ctl("verify", id)
 	assert.NoError(t, err, out)
-	assert.Equal(t, map[string]int{"triage": 2, "assess": 1}, map[string]int{
-		"triage": w.modelCalls(id)[2], "assess": w.modelCalls(id)[4]}, "the redrive did not re-run the model steps")
+	// The redrive resets the run to the task that scheduled the payment.
+	// With the rules model that task ran triage and the assessment local
+	// (versionFreeAssess), so the redriven run asked the rules again: free,
+	// the same answers. A model that costs assesses in a regular activity
+	// before that task, and is not asked again.
+	assert.Equal(t, map[string]int{"triage": 4, "assess": 2}, map[string]int{
+		"triage": w.modelCalls(id)[2], "assess": w.modelCalls(id)[4]}, "the redrive asked the rules again, and nothing else")
 
 	// A cap is not redriven: the same input would hit it again.
 	w.start("--max-payout", "100.00", w.claimFile("claim-e2e-cap", "640.00"))
 	r = w.result("claim-e2e-cap")
 	require.Equal(t, workflows.StatusDeadLettered, r.Status)
-	assert.Len(t, w.claimFiles("claim-e2e-cap"), 1, "a cap stops the run, the claim file is written all the same")
+	files := w.claimFiles("claim-e2e-cap")
+	require.Len(t, files, 1, "a cap stops the run, the claim file is written all the same")
+	// The cap is met at the rules' local assessment, in the run's first
+	// task: the file, built from the history, holds what that task ran.
+	body, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	var file struct {
+		Steps []struct {
+			Activity string `json:"activity"`
+		} `json:"steps"`
+	}
+	require.NoError(t, json.Unmarshal(body, &file))
+	var steps []string
+	for _, st := range file.Steps {
+		steps = append(steps, st.Activity)
+	}
+	assert.Subset(t, steps, []string{"LoadClaim", "TriageTurn", "AssessClaim"}, "the capped run's file holds its steps: %v", steps)
 	out, err = w.ctl("dlq", "redrive", "claim-e2e-cap")
 	assert.Error(t, err)
 	assert.Contains(t, out, "stopped at a cap")

@@ -185,7 +185,14 @@ func TestTheCatastropheSettingsRunOneQueueWithBoundedSlots(t *testing.T) {
 				assert.Equal(t, enumspb.TASK_QUEUE_KIND_NORMAL, a.GetTaskQueue().GetKind(), "%s: workflow task %d went to a worker's sticky queue", id, e.GetEventId())
 			}
 		}
-		assert.GreaterOrEqual(t, tasks, 2, "%s: its workflow tasks", id)
+		// With the rules model a claim parks in its first task (intake,
+		// triage, the assessment and the approval's opening all local);
+		// the approved one has at least one more for its decision.
+		least := 1
+		if id == ids[0] {
+			least = 2
+		}
+		assert.GreaterOrEqual(t, tasks, least, "%s: its workflow tasks", id)
 	}
 	assert.NotContains(t, worker.Output(), "Task processing failed")
 }

@@ -60,7 +60,11 @@ import (
 // e-mail first, and audited as a costly side step.)
 //
 // With the rules model, whose turns are free to repeat (a result that says
-// so, see freeToRepeat), every triage turn runs local. An approval adds
+// so, see freeToRepeat), every triage turn runs local, and from
+// versionFreeAssess the assessment too (plan.freeModel, assessPlan): the
+// payment's schedule records intake, triage and the assessment in one
+// workflow task's completion, and a lost task asks the rules again, which
+// costs nothing and answers the same. An approval adds
 // step 5: OpenApproval (local), the wait (a task boundary: nothing is
 // pending after it), the reminder and the escalation notice (plan.notice,
 // costly, from versionLocalNotices on; regular before), the re-read
@@ -70,8 +74,9 @@ import (
 // escalation was already due as the reminder ran (no timer between them),
 // the reminder's result is pending and the escalation runs regular; a
 // notice whose quick local attempts fail is sent regular (approvalNotice).
-// The task that schedules the payment runs no local activity, so a
-// redrive of a failed payment repeats no model call.
+// With a model that costs, the task that schedules the payment runs no
+// model call, so a redrive of a failed payment repeats none; with the
+// rules model it asks the rules again.
 //
 // What a workflow task decides is pending too until it is recorded: a
 // person's decision or an expiry (waited, from versionDecided on) and a
@@ -142,6 +147,12 @@ var (
 			MaximumInterval: time.Minute, MaximumAttempts: 20},
 		Priority: priorityEffect,
 	}
+	// modelLocal is a model call run as a local activity.
+	modelLocal = &workflow.LocalActivityOptions{
+		StartToCloseTimeout:    2 * time.Minute,
+		ScheduleToCloseTimeout: 15 * time.Minute,
+		RetryPolicy:            modelRegular.RetryPolicy,
+	}
 	// effectLocal is a side effect or a record run as a local activity.
 	effectLocal = &workflow.LocalActivityOptions{
 		StartToCloseTimeout:    30 * time.Second,
@@ -155,6 +166,7 @@ var plan = struct {
 	read, tool     stepPlan // local
 	record         stepPlan // local: a keyed write whose repeat returns the first result
 	model, effect  stepPlan // regular
+	freeModel      stepPlan // costly: the assessment after free triage answers
 	turn, sideStep stepPlan // costly
 	notice         stepPlan // costly: a wait's reminder and escalation notice
 	letter         stepPlan // costly, beside: a letter to the claimant while the claim waits
@@ -184,14 +196,15 @@ var plan = struct {
 	}},
 	// The assessment: the boundary that checkpoints triage.
 	model: stepPlan{name: "model", how: runRegular, remote: modelRegular},
+	// The assessment of a run whose triage answers were free to ask for
+	// again (from versionFreeAssess): asked of the same model, so costly,
+	// local when nothing is pending. A fallback's answer is not free, and
+	// is pending until the payment's schedule records it.
+	freeModel: stepPlan{name: "model", how: runCostly, remote: modelRegular, local: modelLocal},
 	// Money and the ledger close: each its own checkpoint, its own heartbeat.
 	effect: stepPlan{name: "effect", how: runRegular, remote: effectRegular},
 	// A triage turn (and the single triage call of older runs).
-	turn: stepPlan{name: "turn", how: runCostly, remote: modelRegular, local: &workflow.LocalActivityOptions{
-		StartToCloseTimeout:    2 * time.Minute,
-		ScheduleToCloseTimeout: 15 * time.Minute,
-		RetryPolicy:            modelRegular.RetryPolicy,
-	}},
+	turn: stepPlan{name: "turn", how: runCostly, remote: modelRegular, local: modelLocal},
 	// Keyed writes to the system of record: the close and the audit record.
 	record: stepPlan{name: "record", how: runLocal, local: effectLocal},
 	// The claimant's e-mail (and the audit record of runs before versionRecords).
@@ -243,6 +256,20 @@ func (p stepPlan) retry(local bool) temporal.RetryPolicy {
 	return *p.remote.RetryPolicy
 }
 
+// assessPlan is the assessment's row: its own checkpoint, unless (from
+// versionFreeAssess on) the triage's answers were free to ask for again,
+// and so, from the same model, is the assessment's: then a costly step,
+// local in the task that schedules what follows. A crash before that task
+// completes asks the rules again, which costs nothing and answers the
+// same; a run reset to that task (claimsctl dlq redrive after a failed
+// payment) asks them again too.
+func (r *claimRun) assessPlan() stepPlan {
+	if r.since.freeAssess && r.freeAnswers {
+		return plan.freeModel
+	}
+	return plan.model
+}
+
 // freeToRepeat is implemented by results that cost nothing to ask for again
 // and give the same answer (the rules model's turns): such a result need
 // not be recorded before the next costly step.
@@ -251,6 +278,12 @@ type freeToRepeat interface{ FreeToRepeat() bool }
 // ran notes a step that completed in the current workflow task: a costly
 // local result is now pending, and a regular activity recorded whatever was.
 func (r *claimRun) ran(p stepPlan, local bool, out any) {
+	switch {
+	case local && !p.beside:
+		r.unrecorded = true
+	case !local && !p.beside:
+		r.unrecorded = false
+	}
 	switch {
 	case !local && p.beside:
 	case !local:
@@ -265,7 +298,7 @@ func (r *claimRun) ran(p stepPlan, local bool, out any) {
 
 // taskBoundary notes that the workflow waited (for a decision, a timer):
 // the task that ran before the wait completed, so everything is recorded.
-func (r *claimRun) taskBoundary() { r.pending = "" }
+func (r *claimRun) taskBoundary() { r.pending, r.unrecorded = "", false }
 
 // waited notes that an approval wait ended in the current workflow task.
 // What came before the wait is recorded; what this task decided is not: a

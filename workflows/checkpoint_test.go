@@ -20,7 +20,7 @@ import (
 // local step has no regular form to fall back on, a regular step no local
 // one, a costly step both.
 func TestThePlanRowsHaveTheFormsTheirKindNeeds(t *testing.T) {
-	for _, p := range []stepPlan{plan.read, plan.tool, plan.model, plan.effect, plan.turn, plan.sideStep, plan.notice} {
+	for _, p := range []stepPlan{plan.read, plan.tool, plan.model, plan.freeModel, plan.effect, plan.turn, plan.sideStep, plan.notice} {
 		switch p.how {
 		case runLocal:
 			assert.NotNil(t, p.local, p.name)
@@ -82,7 +82,8 @@ func (s *ClaimSuite) TestTheCheckpointRuleOnTheAutoApprovePath() {
 		"the rules model, free to ask again": {activities.RulesModel{}, []string{
 			"LoadClaim local", "TriageTurn local", "CallTool local", "CallTool local", "CallTool local",
 			"TriageTurn local",
-			"AssessClaim regular", "PayClaimant regular",
+			"AssessClaim local", // free too: the payment's schedule records it
+			"PayClaimant regular",
 			"NotifyClaimant local", "CloseClaim local", "WriteAudit local"}},
 	} {
 		s.SetupTest()
@@ -91,6 +92,85 @@ func (s *ClaimSuite) TestTheCheckpointRuleOnTheAutoApprovePath() {
 		s.start(testClaim(fmt.Sprintf("claim-cp-%d", len(tc.want)), "640.00"), Options{})
 		s.Equal(StatusPaid, s.result().Status, name)
 		s.Equal(tc.want, *got, name)
+	}
+}
+
+// Runs that began before versionFreeAssess assessed in a regular activity,
+// whatever the model, and replay so.
+func (s *ClaimSuite) TestRunsBeforeFreeAssessAssessRegular() {
+	s.env.OnGetVersion(versionClaim, workflow.DefaultVersion, versionLatest).Return(workflow.Version(versionQueueBeside))
+	got := s.forms()
+	s.start(testClaim("claim-cp-v16", "640.00"), Options{})
+	s.Equal(StatusPaid, s.result().Status)
+	s.Contains(*got, "AssessClaim regular")
+	s.NotContains(*got, "AssessClaim local")
+}
+
+// A rejection by a free (local) assessment: the decision is this task's,
+// so the claimant's e-mail runs regular and records it, and the close and
+// the audit follow in a later task.
+func (s *ClaimSuite) TestARejectionByAFreeAssessmentIsRecordedBeforeTheAudit() {
+	s.calls.recommendNothing = true
+	got := s.forms()
+	s.start(testClaim("claim-cp-nothing", "640.00"), Options{})
+	s.Equal(StatusRejected, s.result().Status)
+	s.Contains(*got, "AssessClaim local")
+	s.Equal([]string{"NotifyClaimant regular", "CloseClaim local", "WriteAudit local"}, (*got)[len(*got)-3:])
+}
+
+// The payout cap is met at the rules model's local assessment, in the
+// run's first task: the dead letter's claim file, built from the history
+// the server holds, is written after that task's steps are recorded (a
+// regular activity), not in the same task.
+func (s *ClaimSuite) TestADeadLetterIsFiledAfterWhatItsTaskRan() {
+	got := s.forms()
+	s.start(testClaim("claim-cp-capped", "640.00"), Options{Caps: Caps{MaxPayoutMinor: 50_000}})
+	s.Equal(StatusDeadLettered, s.result().Status)
+	s.Contains(*got, "AssessClaim local")
+	s.Equal("WriteAudit regular", (*got)[len(*got)-1])
+
+	// After a regular step (a model that costs assesses in one) the
+	// task has nothing unrecorded: the file is written local, as before.
+	s.SetupTest()
+	s.calls.model = costlyModel{}
+	got = s.forms()
+	s.start(testClaim("claim-cp-capped-paid", "640.00"), Options{Caps: Caps{MaxPayoutMinor: 50_000}})
+	s.Equal(StatusDeadLettered, s.result().Status)
+	s.Contains(*got, "AssessClaim regular")
+	s.Equal("WriteAudit local", (*got)[len(*got)-1])
+}
+
+// A local assessment's answer is pending, like any costly local result,
+// unless it is free to ask for again (the rules as the primary); a
+// fallback's answer is pending until the next schedule records it. Only a
+// run whose triage answers were free assesses local at all.
+func TestALocalAssessmentIsPendingUnlessItsAnswerIsFree(t *testing.T) {
+	for name, tc := range map[string]struct {
+		det  bool
+		want string
+	}{
+		"the rules as the primary": {true, ""},
+		"a fallback answered":      {false, "model"},
+	} {
+		r := &claimRun{}
+		r.ran(plan.freeModel, true, &activities.AssessResult{Deterministic: tc.det})
+		assert.Equal(t, tc.want, r.pending, name)
+		assert.True(t, r.unrecorded, name)
+		r.ran(plan.effect, false, nil)
+		assert.Empty(t, r.pending, name)
+		assert.False(t, r.unrecorded, "a regular step records the task's local steps")
+	}
+	for name, tc := range map[string]struct {
+		free, freeAnswers bool
+		want              stepPlan
+	}{
+		"free answers, from versionFreeAssess":   {true, true, plan.freeModel},
+		"costly answers, from versionFreeAssess": {true, false, plan.model},
+		"free answers, before versionFreeAssess": {false, true, plan.model},
+	} {
+		r := &claimRun{freeAnswers: tc.freeAnswers}
+		r.since.freeAssess = tc.free
+		assert.Equal(t, tc.want.how, r.assessPlan().how, name)
 	}
 }
 

@@ -102,6 +102,14 @@ type claimRun struct {
 	// pending names the costly local result the current workflow task has
 	// not yet recorded, "" when none (the checkpoint rule, checkpoint.go).
 	pending string
+	// freeAnswers says the triage's last answer was free to ask for again
+	// (its turn's FreeToRepeat: the rules model): from versionFreeAssess on
+	// the assessment, asked of the same model, is then a costly step
+	// (plan.freeModel) rather than a checkpoint of its own.
+	freeAnswers bool
+	// unrecorded says a step of the line ran local in the current workflow
+	// task: its marker reaches history only when the task completes.
+	unrecorded bool
 	// queued is the approval queue's write of a wait's end while it runs
 	// beside the re-read (since.queueBeside; settleQueue waits for it).
 	queued workflow.Future
@@ -383,7 +391,7 @@ func (r *claimRun) assess(ctx workflow.Context, loaded activities.LoadClaimResul
 		res.Output = activities.ReviewAssessment(r.coverage.CoveredMinor, fmt.Sprintf("not assessed by the model: spend cap reached (%d of %d micro-dollars)",
 			r.spendMicros, r.caps.MaxModelSpendMicros))
 	} else {
-		if err := r.callModel(ctx, plan.model, a.AssessClaim, in, &res); err != nil {
+		if err := r.callModel(ctx, r.assessPlan(), a.AssessClaim, in, &res); err != nil {
 			return 0, res, err
 		}
 		r.used(claim.StepAssess, 0, ModelUse{Model: res.Model, PromptVersion: res.PromptVersion, BuildID: res.BuildID,
@@ -699,12 +707,25 @@ func (r *claimRun) fileDeadLetter(ctx workflow.Context) {
 	if err != nil {
 		return
 	}
-	lo := *plan.record.local
-	lo.RetryPolicy = &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5}
+	rp := &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 5}
 	key := r.key(claim.StepAudit).Sub("dead-letter").Sub(workflow.GetInfo(ctx).WorkflowExecution.RunID)
+	in := activities.AuditInput{Key: key, ClaimID: c.ID, Record: record}
+	var f workflow.Future
+	if r.since.freeAssess && r.unrecorded {
+		// The claim file is built from the history the server holds: steps
+		// this task ran local (the payout cap is met at the rules model's
+		// local assessment, in the run's first task) must be recorded
+		// first, which the regular form's schedule does.
+		ro := *plan.sideStep.remote
+		ro.RetryPolicy = rp
+		f = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ro), a.WriteAudit, in)
+	} else {
+		lo := *plan.record.local
+		lo.RetryPolicy = rp
+		f = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), a.WriteAudit, in)
+	}
 	var audited activities.AuditResult
-	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), a.WriteAudit,
-		activities.AuditInput{Key: key, ClaimID: c.ID, Record: record}).Get(ctx, &audited); err != nil {
+	if err := f.Get(ctx, &audited); err != nil {
 		workflow.GetLogger(ctx).Error("the dead letter's claim file was not written", "error", err)
 	}
 }

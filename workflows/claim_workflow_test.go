@@ -317,8 +317,14 @@ func (s *ClaimSuite) SetupTest() {
 			if c.recommendNothing {
 				out.RecommendedMinor = 0
 			}
+			// The assessment is free to repeat as the turns are: when the
+			// run's model is (the rules, the default).
+			c.mu.Lock()
+			model := c.model
+			c.mu.Unlock()
+			_, det := model.(activities.Deterministic)
 			return activities.AssessResult{Output: out, Model: rules.Name(), PromptVersion: rules.PromptVersion(), BuildID: activityBuild,
-				Usage: u, OutputSHA256: "assess-sha", Meta: one}, err
+				Usage: u, OutputSHA256: "assess-sha", Deterministic: model == nil || det, Meta: one}, err
 		})
 	env.OnActivity(a.PayClaimant, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.PayInput) (activities.PayResult, error) {

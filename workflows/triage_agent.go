@@ -45,6 +45,7 @@ func (r *claimRun) triageAgent(ctx workflow.Context) (activities.Triage, error) 
 		r.used(claim.StepTriage, turn, ModelUse{Model: res.Model, PromptVersion: res.PromptVersion, BuildID: res.BuildID,
 			OutputSHA256: res.OutputSHA256}, res.Usage)
 		tokens += res.Usage.TokensIn + res.Usage.TokensOut
+		r.freeAnswers = res.FreeToRepeat()
 		conv = res.Conversation
 		if res.Triage != nil {
 			r.triageAnswer = res.OutputSHA256

@@ -86,6 +86,14 @@ import "go.temporal.io/sdk/workflow"
 //	                (approvalRounds): the task that schedules the payment
 //	                waits for the slower of two store round trips, not for
 //	                both one after the other
+//	versionFreeAssess when the triage's answers were free to ask for again
+//	                (the rules model), the assessment is a costly step
+//	                (plan.freeModel): local in the workflow task that
+//	                schedules the payment, whose completion records it, where
+//	                it was a regular activity of its own; a model that costs
+//	                to ask again still assesses in a regular activity. A dead
+//	                letter in a task that ran local steps files its claim
+//	                file in the regular form, after them (fileDeadLetter)
 //
 // (The ID keeps the name it was introduced under.)
 const versionClaim = "triage-agent"
@@ -111,9 +119,10 @@ const (
 	versionOutage         = 14
 	versionOutageGrid     = 15
 	versionQueueBeside    = 16
+	versionFreeAssess     = 17
 
 	// versionLatest is what new runs record.
-	versionLatest = versionQueueBeside
+	versionLatest = versionFreeAssess
 )
 
 // versionSwitches are what a run does by the version it recorded: one
@@ -136,6 +145,7 @@ type versionSwitches struct {
 	outageWaits    bool // versionOutage: a step whose dependency is down waits on durable timers
 	outageGrid     bool // versionOutageGrid: the long waits share a grid, the longest waiting first
 	queueBeside    bool // versionQueueBeside: a wait's end goes to the queue beside the re-read
+	freeAssess     bool // versionFreeAssess: after free triage answers the assessment is costly, not regular
 }
 
 // switchesOf is the table: which changes a run of version v has.
@@ -157,5 +167,6 @@ func switchesOf(v workflow.Version) versionSwitches {
 		outageWaits:    v >= versionOutage,
 		outageGrid:     v >= versionOutageGrid,
 		queueBeside:    v >= versionQueueBeside,
+		freeAssess:     v >= versionFreeAssess,
 	}
 }
