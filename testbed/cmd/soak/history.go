@@ -34,17 +34,22 @@ type historyFacts struct {
 	// triage is the run's first workflow tasks, up to the one that recorded
 	// the triage answer (a local activity); every attempt lost on the way
 	// may have asked the model once.
-	triage triageSpan
-	// assess is the assessment step (a regular activity), if scheduled.
-	assess *activitySpan
+	triage localSpan
+	// assess is the assessment step as a regular activity, if scheduled;
+	// assessLocal the same span as triage's for an assessment run local (the
+	// rules model's, from versionFreeAssess: in the task that ran triage).
+	assess      *activitySpan
+	assessLocal localSpan
 	// turns are the triage turns run as regular activities: with a model
 	// whose answers cost something, a turn after the first is a regular
 	// activity until its answer is recorded (workflows/checkpoint.go).
 	turns []activitySpan
 }
 
-// triageSpan is what history says about the tasks that ran triage.
-type triageSpan struct {
+// localSpan is what history says about the workflow tasks that ran a
+// local model step (triage, a local assessment) until its marker was
+// recorded.
+type localSpan struct {
 	recorded bool
 	// firstStartedAt..recordedStartedAt is when the lost attempts ran.
 	firstStartedAt, recordedStartedAt time.Time
@@ -52,10 +57,30 @@ type triageSpan struct {
 	// are those history recorded, with the worker that held each.
 	lost       int
 	interrupts []interruption
-	// retries counts the triage turns' local attempts that failed and ran
-	// again within their task (marker attempt - 1): each asked the model
-	// for an answer that was never recorded.
+	// retries counts the step's local attempts that failed and ran again
+	// within their task (marker attempt - 1): each asked the model for an
+	// answer that was never recorded.
 	retries int
+}
+
+// marked notes the step's marker, recorded by the task started last.
+func (t *localSpan) marked(lastStarted *historypb.HistoryEvent, attempt int32) {
+	t.retries += max(int(attempt)-1, 0)
+	if !t.recorded {
+		t.recorded = true
+		t.recordedStartedAt = lastStarted.GetEventTime().AsTime()
+	}
+}
+
+// lostTask notes a workflow task attempt lost before the marker.
+func (t *localSpan) lostTask(n int, in *interruption) {
+	if t.recorded {
+		return
+	}
+	t.lost += n
+	if in != nil {
+		t.interrupts = append(t.interrupts, *in)
+	}
 }
 
 // interruption is one workflow task that did not complete.
@@ -81,7 +106,9 @@ const (
 	activityAssess = "AssessClaim"
 )
 
-func readHistory(ctx context.Context, c client.Client, id string) (historyFacts, error) {
+// readHistory reads claim id's history; dc decodes what the workers wrote
+// (the local-activity markers, under the workers' payload keys).
+func readHistory(ctx context.Context, c client.Client, dc converter.DataConverter, id string) (historyFacts, error) {
 	h := historyFacts{activityResumes: map[string]int{}}
 	scheduled := map[int64]*historypb.HistoryEvent{}
 	wtStarted := map[int64]*historypb.HistoryEvent{}
@@ -98,15 +125,15 @@ func readHistory(ctx context.Context, c client.Client, id string) (historyFacts,
 			// unrecorded in between.
 			if n := int(ev.GetWorkflowTaskScheduledEventAttributes().GetAttempt()); n > 2 {
 				h.wtAttemptsLost += n - 2
-				if !h.triage.recorded {
-					h.triage.lost += n - 2
-				}
+				h.triage.lostTask(n-2, nil)
+				h.assessLocal.lostTask(n-2, nil)
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
 			wtStarted[ev.GetEventId()] = ev
 			lastStarted = ev
 			if h.triage.firstStartedAt.IsZero() {
 				h.triage.firstStartedAt = ev.GetEventTime().AsTime()
+				h.assessLocal.firstStartedAt = h.triage.firstStartedAt
 			}
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT:
 			a := ev.GetWorkflowTaskTimedOutEventAttributes()
@@ -124,16 +151,15 @@ func readHistory(ctx context.Context, c client.Client, id string) (historyFacts,
 		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
 			h.activityStarted(scheduled, ev)
 		case enumspb.EVENT_TYPE_MARKER_RECORDED:
-			typ, attempt := localActivity(ev)
+			typ, attempt := localActivity(dc, ev)
 			if attempt > 1 {
 				h.localRetries++
-				if typ == activityTriage || typ == activityTurn {
-					h.triage.retries += int(attempt) - 1
-				}
 			}
-			if (typ == activityTriage || typ == activityTurn) && !h.triage.recorded {
-				h.triage.recorded = true
-				h.triage.recordedStartedAt = lastStarted.GetEventTime().AsTime()
+			switch typ {
+			case activityTriage, activityTurn:
+				h.triage.marked(lastStarted, attempt)
+			case activityAssess:
+				h.assessLocal.marked(lastStarted, attempt)
 			}
 		}
 	}
@@ -143,10 +169,8 @@ func readHistory(ctx context.Context, c client.Client, id string) (historyFacts,
 // lostTask notes a recorded workflow task attempt that did not complete.
 func (h *historyFacts) lostTask(t interruption) {
 	h.wtAttemptsLost++
-	if !h.triage.recorded {
-		h.triage.lost++
-		h.triage.interrupts = append(h.triage.interrupts, t)
-	}
+	h.triage.lostTask(1, &t)
+	h.assessLocal.lostTask(1, &t)
 }
 
 func (h *historyFacts) activityStarted(scheduled map[int64]*historypb.HistoryEvent, ev *historypb.HistoryEvent) {
@@ -172,8 +196,9 @@ func interruptionOf(started, ended *historypb.HistoryEvent) interruption {
 }
 
 // localActivity decodes a local activity marker's type and attempt (the Go
-// SDK records them under "data"); zero values for other markers.
-func localActivity(ev *historypb.HistoryEvent) (string, int32) {
+// SDK records them under "data", through the workers' data converter dc);
+// zero values for other markers, or ones dc cannot read.
+func localActivity(dc converter.DataConverter, ev *historypb.HistoryEvent) (string, int32) {
 	data, ok := ev.GetMarkerRecordedEventAttributes().GetDetails()["data"]
 	if !ok {
 		return "", 0
@@ -182,7 +207,7 @@ func localActivity(ev *historypb.HistoryEvent) (string, int32) {
 		ActivityType string
 		Attempt      int32
 	}
-	if err := converter.GetDefaultDataConverter().FromPayloads(data, &m); err != nil {
+	if err := dc.FromPayloads(data, &m); err != nil {
 		return "", 0
 	}
 	return m.ActivityType, m.Attempt

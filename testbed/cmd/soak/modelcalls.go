@@ -91,23 +91,30 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 }
 
 // explainTriage: triage (each turn of the rules model's agent loop) is a
-// local activity in the run's first workflow task, so it runs again only when that task is lost before its answer is
-// recorded. It is explained by a kill when a worker holding a lost attempt
-// was SIGKILLed before that attempt ended, or when any worker was killed
-// while the attempts history leaves out were running.
+// local activity in the run's first workflow task, so it runs again only
+// when a local attempt failed after the model answered, or that task is
+// lost before its answer is recorded; a costly model's later turns are
+// regular activities, retried by the server (explainRegularTurn).
 func (v *verifier) explainTriage(f *claimFacts, n int) (string, string) {
-	t := f.hist.triage
-	if n-1 <= t.retries {
-		// A local attempt failed after the model answered (its ledger write,
-		// say, in a PostgreSQL crash) and its retry asked again: the answer
-		// had not been recorded.
-		return causeRetry, ""
-	}
-	if cause := v.explainRegularTurn(f, n); cause != "" {
+	if cause := v.explainRegularTurn(f, n); cause != "" && n-1 > f.hist.triage.retries {
 		return cause, ""
 	}
-	if n-1 > t.lost {
-		return "", fmt.Sprintf("only %d workflow task attempt(s) were lost before its answer was recorded", t.lost)
+	return v.explainLocal(f.hist.triage, n)
+}
+
+// explainLocal explains n asks of a local model step from the span of
+// tasks that ran it: each repeat is a local attempt that failed after the
+// model answered (a ledger write in a PostgreSQL crash, say) or a workflow
+// task attempt lost before the marker was recorded. A loss is explained by
+// a kill when a worker holding a lost attempt was SIGKILLed before that
+// attempt ended, or when any worker was killed while the attempts history
+// leaves out were running.
+func (v *verifier) explainLocal(t localSpan, n int) (string, string) {
+	if n-1 <= t.retries {
+		return causeRetry, ""
+	}
+	if n-1 > t.lost+t.retries {
+		return "", fmt.Sprintf("only %d workflow task attempt(s) were lost and %d local attempt(s) retried before its answer was recorded", t.lost, t.retries)
 	}
 	var held []string
 	for _, lost := range t.interrupts {
@@ -160,12 +167,16 @@ func (v *verifier) explainRegularTurn(f *claimFacts, n int) string {
 // explainAssess: assess is a regular activity, retried by the server; each
 // attempt asks at most once. It is explained by a kill when a worker was
 // SIGKILLed between its scheduling and its last attempt's start (the
-// history does not say which worker ran the earlier attempts).
+// history does not say which worker ran the earlier attempts). The rules
+// model's assessment runs local, in the task that ran triage, from
+// versionFreeAssess on: explained as triage's is.
 func (v *verifier) explainAssess(f *claimFacts, n int) (string, string) {
 	a := f.hist.assess
 	switch {
+	case a == nil && f.hist.assessLocal.recorded:
+		return v.explainLocal(f.hist.assessLocal, n)
 	case a == nil:
-		return "", "the history has no assessment activity"
+		return "", "the history has neither an assessment activity nor its marker"
 	case int32(n) > a.attempt:
 		return "", fmt.Sprintf("more calls than the activity's %d attempt(s)", a.attempt)
 	case v.chaos.killIn(a.scheduledAt, a.lastStartedAt):

@@ -160,7 +160,7 @@ func (s *soak) run(ctx context.Context) (*summary, error) {
 	sum.countDecisions(book)
 	vctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	v := &verifier{client: s.client, store: s.store, sim: s.sim, chaos: &s.chaos, plan: plan, decisions: book, workerOf: s.workerOf, spoolWatch: s.spoolWatch,
+	v := &verifier{client: s.client, dc: s.dc, store: s.store, sim: s.sim, chaos: &s.chaos, plan: plan, decisions: book, workerOf: s.workerOf, spoolWatch: s.spoolWatch,
 		stripe: activities.NewStripeClient(activities.StripeConfig{APIBase: s.simURL}), spool: filepath.Join(s.dir, "mail"), sum: sum}
 	if err := v.run(vctx); err != nil {
 		return nil, err

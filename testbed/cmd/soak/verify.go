@@ -14,6 +14,7 @@ import (
 	stripeclient "github.com/stripe/stripe-go/v76/client"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/durableclaims/durableclaims/internal/claim"
 	"github.com/durableclaims/durableclaims/internal/store"
@@ -47,6 +48,7 @@ type claimFacts struct {
 // verifier checks a finished soak against every record it can read.
 type verifier struct {
 	client    client.Client
+	dc        converter.DataConverter // decodes what the workers wrote (markers)
 	store     *store.Store
 	stripe    *stripeclient.API
 	sim       *stripesim.Server
@@ -149,7 +151,7 @@ func (v *verifier) gather(ctx context.Context, p plannedClaim) *claimFacts {
 			f.result = &res
 		}
 	}
-	if f.hist, err = readHistory(ctx, v.client, id); err != nil {
+	if f.hist, err = readHistory(ctx, v.client, v.dc, id); err != nil {
 		bad("history", err)
 	}
 	if f.record, err = v.store.GetClaim(ctx, id); err != nil {
