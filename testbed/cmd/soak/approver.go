@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -12,11 +13,13 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/durableclaims/durableclaims/approvals"
 	"github.com/durableclaims/durableclaims/internal/authority"
+	"github.com/durableclaims/durableclaims/internal/store"
 	"github.com/durableclaims/durableclaims/workflows"
 )
 
@@ -30,6 +33,10 @@ type decision struct {
 	SeenWaitingAt time.Time `json:"seen_waiting_at"`
 	FirstSentAt   time.Time `json:"first_sent_at"`
 	DecidedSeenAt time.Time `json:"decided_seen_at"`
+	// FromQueue says the request was read from the approval queue: the
+	// claim answered its status query without its approval (a build that
+	// cannot replay the run answered it, see approver.send).
+	FromQueue bool `json:"from_queue,omitempty"`
 	// Sends counts CLI calls that succeeded; CLIFailures those that failed
 	// (the server restarting, say) and were tried again; Resends the sends
 	// made because the claim was still undecided after one had succeeded.
@@ -53,6 +60,8 @@ type approver struct {
 	within  time.Duration // the longest delay before deciding
 	key     authority.KeyFile
 	log     *slog.Logger
+	// queue is the approval queue the inbox lists (nil: none to read).
+	queue *store.Store
 
 	sem chan struct{} // bounds concurrent CLI processes on a 2-core machine
 	// gate, when set, says what a claim's decision waits for (nil: none):
@@ -62,18 +71,20 @@ type approver struct {
 
 	mu   sync.Mutex
 	book map[string]*decision
-	wg   sync.WaitGroup
+	// audience is the receipts' audience, as the claims' answers name it.
+	audience string
+	wg       sync.WaitGroup
 }
 
 const approverID = "adjuster-17"
 
-func newApprover(c client.Client, cli, address string, cliEnv []string, prefix string, plan []plannedClaim, within time.Duration, key authority.KeyFile, log *slog.Logger) *approver {
+func newApprover(c client.Client, cli, address string, cliEnv []string, prefix string, plan []plannedClaim, within time.Duration, key authority.KeyFile, queue *store.Store, log *slog.Logger) *approver {
 	byID := make(map[string]plannedClaim, len(plan))
 	for _, p := range plan {
 		byID[p.Claim.ID] = p
 	}
 	return &approver{client: c, cli: cli, address: address, cliEnv: cliEnv, prefix: prefix, plan: byID, within: within, key: key,
-		log: log, sem: make(chan struct{}, 4), book: map[string]*decision{}}
+		queue: queue, log: log, sem: make(chan struct{}, 4), book: map[string]*decision{}}
 }
 
 // watch polls visibility for this run's waiting claims until ctx ends, and
@@ -185,10 +196,10 @@ func (a *approver) decide(ctx context.Context, d *decision) {
 func (a *approver) send(ctx context.Context, d *decision) error {
 	var args []string
 	for args == nil {
-		st, err := a.status(ctx, d.ClaimID)
-		if err == nil && st.Approval != nil {
-			r, err := approvals.NewReceipt(approvals.Receipt{Subject: d.Approver, ClaimID: d.ClaimID, RequestSHA256: st.Approval.RequestSHA256,
-				Verdict: approvals.Verdict(d.Verdict), Reason: d.Reason, Note: "soak " + d.Verdict, Audience: st.Audience}, time.Now(), approvals.DefaultReceiptTTL)
+		request, audience := a.request(ctx, d)
+		if request != "" {
+			r, err := approvals.NewReceipt(approvals.Receipt{Subject: d.Approver, ClaimID: d.ClaimID, RequestSHA256: request,
+				Verdict: approvals.Verdict(d.Verdict), Reason: d.Reason, Note: "soak " + d.Verdict, Audience: audience}, time.Now(), approvals.DefaultReceiptTTL)
 			if err != nil {
 				return err
 			}
@@ -232,6 +243,67 @@ func (a *approver) send(ctx context.Context, d *decision) error {
 	}
 }
 
+// request is the hash of the request the claim awaits a decision on, and
+// the audience its receipts carry; "" when it cannot be read yet. The
+// claim's status query says, when the claim can answer it. A build that
+// cannot replay the run cannot: the rollout rehearsal's v3, whose new first
+// step blocks the replay before the workflow registers its queries, fails
+// the query ("unknown queryType status"), or a query replays less strictly
+// than a workflow task and answers without the approval. The adjuster then
+// reads the request from the approval queue, as the inbox's list does (the
+// workflow checks the receipt's hash itself). A query nobody answered (no
+// worker alive, one just killed) is only retried.
+func (a *approver) request(ctx context.Context, d *decision) (request, audience string) {
+	st, err := a.status(ctx, d.ClaimID)
+	var failed *serviceerror.QueryFailed
+	switch {
+	case err == nil && st.Approval != nil:
+		a.mu.Lock()
+		if st.Audience != "" {
+			a.audience = st.Audience
+		}
+		a.mu.Unlock()
+		return st.Approval.RequestSHA256, st.Audience
+	case err != nil && !errors.As(err, &failed), a.queue == nil:
+		return "", ""
+	}
+	request = a.queued(ctx, d.ClaimID)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if request == "" || a.audience == "" {
+		return "", "" // nothing queued yet, or no claim has named the audience
+	}
+	if !d.FromQueue {
+		a.log.Info("the claim cannot answer its status query; deciding from the approval queue", "claim", d.ClaimID, "error", err)
+	}
+	d.FromQueue = true
+	return request, a.audience
+}
+
+// queued reads the request hash of claim id's open wait from the approval
+// queue; "" if it holds none.
+func (a *approver) queued(ctx context.Context, id string) string {
+	var after *store.QueueCursor
+	for {
+		es, err := a.queue.ApprovalQueue(ctx, store.QueueFilter{}, after, 500)
+		if err != nil || len(es) == 0 {
+			return ""
+		}
+		for _, e := range es {
+			if e.ClaimID != id {
+				continue
+			}
+			var l approvals.Approval
+			if json.Unmarshal(e.Summary, &l) != nil {
+				return ""
+			}
+			return l.RequestSHA256
+		}
+		c := store.CursorAfter(es[len(es)-1])
+		after = &c
+	}
+}
+
 func (a *approver) runCLI(ctx context.Context, args []string) (string, error) {
 	select {
 	case a.sem <- struct{}{}:
@@ -267,7 +339,10 @@ const resendAfter = 30 * time.Second
 func (a *approver) awaitDecided(ctx context.Context, d *decision, sentAt time.Time) (why string, again bool) {
 	for sleep(ctx, time.Second) {
 		st, err := a.status(ctx, d.ClaimID)
-		if err != nil {
+		if err != nil || st.Approval == nil {
+			// No answer, or one without the approval the claim has (a
+			// build that cannot replay it answered, see request): no
+			// evidence either way.
 			if closed, _ := a.closed(ctx, d.ClaimID); closed {
 				a.markDecided(d)
 				return "", false

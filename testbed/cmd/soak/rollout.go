@@ -70,6 +70,10 @@ type rolloutReport struct {
 	V3Started      int `json:"v3_started"`
 	V3StartedOpen  int `json:"v3_started_open"`
 	V3Unreplayable int `json:"v3_unreplayable_runs"`
+	// DecidedFromQueue counts the claims the approver decided from the
+	// approval queue's request, their status query having answered without
+	// it (v3 answering for runs it cannot replay, approver.request).
+	DecidedFromQueue int `json:"decided_from_queue"`
 	// Reset lists the claims claimsctl reset-build reset after the
 	// rollback.
 	Reset []string `json:"reset_after_rollback"`
@@ -158,7 +162,7 @@ func (s *soak) rolloutPhase(ctx context.Context, begin time.Time, plan []planned
 	s.step("v1 current", "the first build made current (by the cluster, standing in for the operator's first deploy)")
 
 	cliAuth, _ := s.server.auth(temporalauth.RoleClaimsctl)
-	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
+	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.store, s.log.With("component", "approver"))
 	n := len(plan)
 	w1, w2, w3 := plan[:n/2], plan[n/2:3*n/4], plan[3*n/4:]
 	v2Current, v3Ramping, rolledBack := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -600,6 +604,11 @@ func (s *soak) checkRollout(ctx context.Context, plan []plannedClaim, book map[s
 		vacuous("v3 started no run still open at the rollback")
 	case len(r.Reset) == 0:
 		vacuous("claimsctl reset-build reset no run")
+	}
+	for _, d := range book {
+		if d.FromQueue {
+			s.rollout.DecidedFromQueue++
+		}
 	}
 	n := len(plan)
 	for _, p := range plan[:n/2] {

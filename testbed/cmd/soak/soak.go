@@ -191,7 +191,7 @@ func (s *soak) chaosPhase(ctx context.Context, begin time.Time, plan []plannedCl
 	defer func() { stopKiller(); killerDone.Wait() }()
 
 	cliAuth, _ := s.server.auth(temporalauth.RoleClaimsctl)
-	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.log.With("component", "approver"))
+	appr := newApprover(s.client, s.o.Temporal, s.server.hostPort(), cliAuth, s.prefix(), plan, s.o.DecideWithin, s.key, s.store, s.log.With("component", "approver"))
 	apprCtx, stopApprover := context.WithCancel(runCtx)
 	var approverDone sync.WaitGroup
 	approverDone.Go(func() { appr.watch(apprCtx) })
