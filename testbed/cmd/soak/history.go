@@ -51,35 +51,42 @@ type historyFacts struct {
 // recorded.
 type localSpan struct {
 	recorded bool
-	// firstStartedAt..recordedStartedAt is when the lost attempts ran.
+	// firstStartedAt..recordedStartedAt is when the lost attempts ran: from
+	// the run's first task to the task that recorded the step's last marker.
 	firstStartedAt, recordedStartedAt time.Time
-	// lost counts attempts lost before the answer was recorded; interrupts
-	// are those history recorded, with the worker that held each.
+	// lost counts attempts lost before the step's last marker (a turn after
+	// a pending paid one runs in a later task, so triage's markers may come
+	// in several); interrupts are those history recorded, with the worker
+	// that held each.
 	lost       int
 	interrupts []interruption
 	// retries counts the step's local attempts that failed and ran again
 	// within their task (marker attempt - 1): each asked the model for an
 	// answer that was never recorded.
 	retries int
+	// since are the losses after the last marker so far: the step's
+	// if another of its markers follows.
+	since      int
+	sinceLosts []interruption
 }
 
-// marked notes the step's marker, recorded by the task started last.
+// marked notes a marker of the step, recorded by the task started last:
+// the attempts lost since the previous one may have run the step.
 func (t *localSpan) marked(lastStarted *historypb.HistoryEvent, attempt int32) {
 	t.retries += max(int(attempt)-1, 0)
-	if !t.recorded {
-		t.recorded = true
-		t.recordedStartedAt = lastStarted.GetEventTime().AsTime()
-	}
+	t.recorded = true
+	t.recordedStartedAt = lastStarted.GetEventTime().AsTime()
+	t.lost += t.since
+	t.interrupts = append(t.interrupts, t.sinceLosts...)
+	t.since, t.sinceLosts = 0, nil
 }
 
-// lostTask notes a workflow task attempt lost before the marker.
+// lostTask notes n workflow task attempts lost (in, when history recorded
+// the one): the step's, if one of its markers follows.
 func (t *localSpan) lostTask(n int, in *interruption) {
-	if t.recorded {
-		return
-	}
-	t.lost += n
+	t.since += n
 	if in != nil {
-		t.interrupts = append(t.interrupts, *in)
+		t.sinceLosts = append(t.sinceLosts, *in)
 	}
 }
 

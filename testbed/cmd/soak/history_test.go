@@ -47,9 +47,16 @@ func TestALocalStepsRepeatsAreCountedFromItsSpan(t *testing.T) {
 	var s localSpan
 	s.lostTask(1, nil)
 	s.marked(nil, 2)
-	s.lostTask(5, nil) // after the marker: not this step's
+	s.lostTask(5, nil) // after the last marker: not this step's
 	assert.Equal(t, 1, s.lost)
 	assert.Equal(t, 1, s.retries)
+
+	// A paid model's turns come in several tasks (turn 1 local, turn 2
+	// regular, turn 3 local again): a task lost before turn 3's marker may
+	// have asked turn 3.
+	later := s
+	later.marked(nil, 1)
+	assert.Equal(t, 6, later.lost)
 
 	cause, _ := v.explainLocal(s, 2)
 	assert.Equal(t, causeRetry, cause)

@@ -90,11 +90,12 @@ func (v *verifier) checkModelCalls(f *claimFacts) {
 	}
 }
 
-// explainTriage: triage (each turn of the rules model's agent loop) is a
-// local activity in the run's first workflow task, so it runs again only
-// when a local attempt failed after the model answered, or that task is
-// lost before its answer is recorded; a costly model's later turns are
-// regular activities, retried by the server (explainRegularTurn).
+// explainTriage: a triage turn is a local activity (every turn of the
+// rules model's, in the run's first workflow task), so it runs again only
+// when a local attempt failed after the model answered, or its task was
+// lost before its marker was recorded; a costly model's turn that follows
+// a pending one is a regular activity, retried by the server
+// (explainRegularTurn).
 func (v *verifier) explainTriage(f *claimFacts, n int) (string, string) {
 	if cause := v.explainRegularTurn(f, n); cause != "" && n-1 > f.hist.triage.retries {
 		return cause, ""
