@@ -76,7 +76,9 @@ import (
 // notice whose quick local attempts fail is sent regular (approvalNotice).
 // With a model that costs, the task that schedules the payment runs no
 // model call, so a redrive of a failed payment repeats none; with the
-// rules model it asks the rules again.
+// rules model it asks the rules again (which, had the rules' assessment
+// failed over to a paid fallback, answer in the fallback's place: the
+// payout may differ from the dead-lettered run's, never paid twice).
 //
 // What a workflow task decides is pending too until it is recorded: a
 // person's decision or an expiry (waited, from versionDecided on) and a
