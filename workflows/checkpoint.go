@@ -316,11 +316,17 @@ func (r *claimRun) taskBoundary() { r.pending, r.unrecorded = "", false }
 // wait ends in (a reminder, then a decision in the same task): clearing
 // its pending result is safe only because every such run also has
 // since.decided, which sets pending again at once.
+//
+// From versionFreeAssess the task is also taken to hold unrecorded local
+// steps: a notice or a re-read may have run in it before the wait ended,
+// and which did cannot be told from here; a dead letter then files its
+// claim file after them (fileDeadLetter), at the cost of one activity.
 func (r *claimRun) waited() {
 	r.taskBoundary()
 	if r.since.decided {
 		r.pending = "decision"
 	}
+	r.unrecorded = r.since.freeAssess
 }
 
 // ruled notes that the rules decided the outcome in the current workflow

@@ -254,3 +254,18 @@ func (s *ClaimSuite) TestANoticeThatFailsLocallyIsRetriedRegular() {
 		"EscalateApproval regular", "EscalateApproval regular"}, escalations)
 	s.Len(s.calls.escalated, 1)
 }
+
+// A wait that ends in a task where a local step ran (a notice after its
+// timer, a re-read) leaves that step unrecorded: from versionFreeAssess a
+// dead letter in that task files its claim file after it, in the regular
+// form. Runs before read nothing of it.
+func TestAWaitsEndLeavesItsTasksLocalStepsUnrecorded(t *testing.T) {
+	for name, free := range map[string]bool{"from versionFreeAssess": true, "before": false} {
+		r := &claimRun{}
+		r.since.freeAssess = free
+		r.taskBoundary() // the timer fired
+		r.ran(plan.notice, true, nil)
+		r.waited() // a decision in the same task
+		assert.Equal(t, free, r.unrecorded, name)
+	}
+}
