@@ -274,7 +274,11 @@ func (a *approver) request(ctx context.Context, d *decision) (request, audience 
 		return "", "" // nothing queued yet, or no claim has named the audience
 	}
 	if !d.FromQueue {
-		a.log.Info("the claim cannot answer its status query; deciding from the approval queue", "claim", d.ClaimID, "error", err)
+		why := "answered without its approval"
+		if err != nil {
+			why = err.Error()
+		}
+		a.log.Info("the claim cannot answer its status query; deciding from the approval queue", "claim", d.ClaimID, "why", why)
 	}
 	d.FromQueue = true
 	return request, a.audience
