@@ -280,11 +280,8 @@ type freeToRepeat interface{ FreeToRepeat() bool }
 // ran notes a step that completed in the current workflow task: a costly
 // local result is now pending, and a regular activity recorded whatever was.
 func (r *claimRun) ran(p stepPlan, local bool, out any) {
-	switch {
-	case local && !p.beside:
-		r.unrecorded = true
-	case !local && !p.beside:
-		r.unrecorded = false
+	if !p.beside {
+		r.unrecorded = local // a regular step's schedule records what ran before it
 	}
 	switch {
 	case !local && p.beside:
